@@ -1,0 +1,86 @@
+"""Tether's exceptions.
+
+The tree::
+
+    TetherError
+    ├── ConfigError            a setting or URL is wrong; the message says what to change
+    ├── JobNotFound            no job has that id
+    ├── StoreError             the store failed
+    │   ├── StoreUnavailable   transient: connection refused/dropped, locked; safe to retry
+    │   └── SchemaError        schema missing, or newer than this tether knows
+    ├── LeaseLost              a fenced write was rejected: this worker no longer holds the job
+    └── Interrupted            raised inside a handler by ``check_cancelled()``
+        ├── JobCancelled       someone asked to cancel the job
+        ├── LeaseInterrupted   the lease was lost (reaped, timed out, store unreachable)
+        └── ShuttingDown       the worker was told to stop and the grace period ran out
+
+Handlers may raise ``Retry`` (retry after a given delay, counted as a failure) or
+``Fail`` (dead-letter now, no retry) to steer the outcome; neither is an error of tether's.
+"""
+
+from __future__ import annotations
+
+
+class TetherError(Exception):
+    """Base of every error tether raises."""
+
+
+class ConfigError(TetherError, ValueError):
+    """A setting, option or URL is invalid."""
+
+
+class JobNotFound(TetherError, LookupError):
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"no job with id {job_id}")
+        self.job_id = job_id
+
+
+class StoreError(TetherError):
+    """The store failed."""
+
+
+class StoreUnavailable(StoreError):
+    """Transient trouble reaching the store; callers may retry with backoff."""
+
+
+class SchemaError(StoreError):
+    """The schema is missing or of a version this code does not know."""
+
+
+class LeaseLost(TetherError):
+    """A fenced write was rejected because this worker no longer holds the job's lease."""
+
+    def __init__(self, job_id: int, attempt: int, what: str = "write") -> None:
+        super().__init__(
+            f"{what} rejected: job {job_id} attempt {attempt} is no longer held by this worker"
+        )
+        self.job_id = job_id
+        self.attempt = attempt
+
+
+class Interrupted(TetherError):
+    """The running handler must stop; raised by ``current_job().check_cancelled()``."""
+
+
+class JobCancelled(Interrupted):
+    """Cancellation was requested with ``App.cancel``."""
+
+
+class LeaseInterrupted(Interrupted):
+    """The worker lost the job's lease; whatever the handler does next will be rejected."""
+
+
+class ShuttingDown(Interrupted):
+    """The worker is stopping and the drain period is over; the lease is handed back."""
+
+
+class Retry(Exception):  # noqa: N818 - it is a request, not an error
+    """Raise from a handler to retry after ``delay`` seconds (counts as a failure)."""
+
+    def __init__(self, reason: str = "retry requested", *, delay: float | None = None) -> None:
+        super().__init__(reason)
+        self.delay = delay
+
+
+class Fail(Exception):  # noqa: N818 - it is a request, not an error
+    """Raise from a handler to dead-letter the job now, without further attempts."""

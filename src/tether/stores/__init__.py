@@ -1,0 +1,48 @@
+"""Store registry: a URL picks the engine.
+
+* ``sqlite:///relative.db`` / ``sqlite:////absolute/path.db`` (embedded default)
+* ``postgresql://user@host:5432/db?schema=tether`` (also ``postgres://``)
+* ``redis://host:6379/0?prefix=tether`` (also ``rediss://``)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from tether.errors import ConfigError
+from tether.stores.base import Store
+
+DEFAULT_URL = "sqlite:///tether.db"
+
+
+def open_store(url: str, **options: Any) -> Store:
+    """Open the store a URL names. Extra options go to the store's constructor."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "sqlite":
+        from tether.stores.sqlite.store import SQLiteStore
+
+        return SQLiteStore(url, **options)
+    if scheme in ("postgresql", "postgres"):
+        try:
+            from tether.stores.postgres.store import PostgresStore
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ConfigError(
+                f"{url!r} needs the PostgreSQL driver: pip install 'tether[postgres]' ({exc})"
+            ) from exc
+        return PostgresStore(url, **options)
+    if scheme in ("redis", "rediss"):
+        try:
+            from tether.stores.redis.store import RedisStore
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ConfigError(
+                f"{url!r} needs the Redis client: pip install 'tether[redis]' ({exc})"
+            ) from exc
+        return RedisStore(url, **options)
+    raise ConfigError(
+        f"unknown store URL {url!r}: use sqlite:///path.db, postgresql://host/db or "
+        "redis://host:6379/0"
+    )
+
+
+__all__ = ["DEFAULT_URL", "open_store"]

@@ -1,0 +1,377 @@
+"""The store contract: the one seam between tether's worker and a storage engine.
+
+Invariants every store upholds (the contract suite in ``tests/contract/`` proves them on each):
+
+1. **The claim is the lease grant.** ``claim`` moves due ``pending`` jobs to ``running`` and,
+   in the same atomic write, sets ``locked_by`` (the claiming worker incarnation),
+   ``lease_until`` (store now + ``lease_ttl``) and ``attempt += 1``. No job is ever ``running``
+   without an owner and a lease, and no two claimers ever receive the same (job, attempt).
+2. **Every write about a claimed job is fenced** by its :class:`Lease` — (job id, attempt,
+   owner) — *and* ``status = 'running'``. A write whose lease no longer matches changes nothing:
+   a stale heartbeat is reported in :attr:`HeartbeatResult.lost`, a stale outcome in the list
+   ``finish`` returns, a stale checkpoint/progress write returns ``False``. The attempt number is
+   what fences a *self*-zombie: the same worker id re-claiming a job it lost.
+3. **The reaper is one set-based write.** ``reap_expired`` moves every ``running`` job whose
+   ``lease_until < now - stall_grace`` through the normal retry / dead-letter rule in a single
+   statement (or Lua script / transaction). Two reapers at once give the same end state,
+   because the first write moves the row out of ``running``.
+4. **The store's clock decides.** ``now=None`` means the store's own clock (PostgreSQL ``now()``,
+   Redis ``TIME``, SQLite's ``julianday('now')``). Every time-dependent method takes an explicit
+   ``now`` (epoch seconds, float) so tests drive time without patching anything.
+
+Counting rules (shared by ``finish`` and ``reap_expired`` so every path agrees):
+
+* ``attempt`` counts claims and is the fence token; it never goes down.
+* ``failures`` counts handler errors and timeouts; ``stall_count`` counts reaped leases;
+  ``interruptions`` counts leases handed back on shutdown (neither a failure nor a stall).
+* An error retries while ``failures + stall_count < max_attempts`` (after the increment),
+  otherwise the job is ``failed`` (the dead-letter state) with the given reason.
+* A stall retries while ``stall_count < max_stalls`` *and*
+  ``failures + stall_count < max_attempts`` (after the increment), otherwise ``failed`` with
+  reason ``stalled``. A reaped job is due again at once (``run_at = now``).
+
+Payloads, results, checkpoints and progress cross this seam as JSON *text*: the API layer
+encodes once (refusing what JSON cannot carry) and the store never interprets them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+JobStatus = Literal["pending", "running", "done", "failed", "cancelled"]
+FailureReason = Literal["error", "stalled", "timeout", "unknown_task"]
+OutcomeKind = Literal["done", "error", "dead", "cancelled", "released"]
+CancelResult = Literal["cancelled", "requested", "finished"]
+
+STATUSES: tuple[JobStatus, ...] = ("pending", "running", "done", "failed", "cancelled")
+TERMINAL: frozenset[str] = frozenset({"done", "failed", "cancelled"})
+REAPED_ERROR = "worker lease expired"
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job to enqueue. ``payload`` is JSON text of ``[args, kwargs]``.
+
+    Due time: ``run_at`` (epoch seconds) when given, else store now + ``delay``.
+    ``priority``: smaller runs first (0 is the default, negative is more urgent).
+    ``unique_key``: while a non-terminal job with the same key exists, enqueue returns that
+    job's id instead of inserting (also within one batch: the first occurrence wins).
+    """
+
+    task: str
+    payload: str = "[[], {}]"
+    queue: str = "default"
+    priority: int = 0
+    run_at: float | None = None
+    delay: float = 0.0
+    max_attempts: int = 5
+    max_stalls: int = 3
+    unique_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The fence token of one claim. Every write about a running job carries one."""
+
+    job_id: int
+    attempt: int
+    owner: str
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A snapshot of one job row. Times are epoch seconds (float) or None."""
+
+    id: int
+    task: str
+    queue: str
+    payload: str
+    status: JobStatus
+    priority: int
+    run_at: float
+    attempt: int
+    max_attempts: int
+    failures: int
+    stall_count: int
+    max_stalls: int
+    interruptions: int
+    locked_by: str | None
+    lease_until: float | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    last_error: str | None
+    failure_reason: str | None
+    result: str | None
+    checkpoint: str | None
+    progress: str | None
+    unique_key: str | None
+    cancel_requested: bool
+    #: JSON text of a list of ``{"attempt", "error", "reason", "at"}`` records, oldest first.
+    errors: str = "[]"
+
+    @property
+    def lease(self) -> Lease:
+        """The fence token of the current claim; only meaningful while ``running``."""
+        if self.locked_by is None:
+            raise ValueError(f"job {self.id} is {self.status}, it holds no lease")
+        return Lease(self.id, self.attempt, self.locked_by)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one attempt ended, reported by its holder.
+
+    * ``done``: result (JSON text) stored, job ``done``.
+    * ``error``: ``failures += 1``; back to ``pending`` at store now + ``retry_delay`` while the
+      attempt budget lasts, else ``failed`` with ``reason`` (``error`` or ``timeout``).
+    * ``dead``: ``failures += 1`` and ``failed`` at once with ``reason`` (no retry).
+    * ``cancelled``: job ``cancelled``.
+    * ``released``: lease handed back on shutdown: ``pending``, due now,
+      ``interruptions += 1``; neither a failure nor a stall.
+
+    Every kind records ``error`` (when given) in ``last_error`` and appends it to ``errors``,
+    clears ``locked_by``/``lease_until`` and sets ``finished_at`` when the job became terminal.
+    """
+
+    lease: Lease
+    kind: OutcomeKind
+    result: str | None = None
+    error: str | None = None
+    reason: FailureReason | None = None
+    retry_delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    """What one batched heartbeat learned.
+
+    ``lost``: leases that matched no running row (reaped, re-claimed, finished or cancelled by
+    someone else); their holder must stop the handler. ``cancel_requested``: leases still held
+    whose job was asked to cancel (``cancel`` on a running job).
+    """
+
+    lost: frozenset[Lease] = frozenset()
+    cancel_requested: frozenset[Lease] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Reaped:
+    """One job the reaper took back: its old lease, and where it went (pending or failed)."""
+
+    job_id: int
+    attempt: int
+    owner: str
+    status: JobStatus
+    stall_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCount:
+    queue: str
+    status: JobStatus
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker incarnation. ``id`` is fresh per process start; host and pid are for display."""
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    concurrency: int
+    started_at: float = 0.0
+    last_seen: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Leadership:
+    """A held leader lease. ``term`` grows by one on every acquisition of ``name``."""
+
+    name: str
+    holder: str
+    term: int
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo:
+    """What a store tells about itself, for ``tether stats`` and docs."""
+
+    kind: str
+    url: str
+    schema_version: int
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Store(Protocol):
+    """One storage engine. Implementations are thread-safe: any method from any thread.
+
+    Errors: :class:`tether.errors.StoreUnavailable` for transient connection trouble (the
+    caller may retry), :class:`tether.errors.JobNotFound` for unknown ids where stated,
+    :class:`tether.errors.SchemaError` for a missing or too-new schema.
+    """
+
+    kind: str
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def migrate(self) -> int:
+        """Create or upgrade the schema; safe when several processes call it at once.
+
+        Returns the schema version now in place.
+        """
+        ...
+
+    def check_schema(self) -> None:
+        """Raise SchemaError when the schema is missing or newer than this code knows."""
+        ...
+
+    def close(self) -> None: ...
+
+    def info(self) -> StoreInfo: ...
+
+    def now(self) -> float:
+        """The store's clock, epoch seconds."""
+        ...
+
+    # -- producers -------------------------------------------------------------------------
+    def enqueue(self, jobs: Sequence[NewJob], *, now: float | None = None) -> list[int]:
+        """Insert jobs in one round trip; ids in input order (existing id on unique_key hit)."""
+        ...
+
+    def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
+        """pending → cancelled at once ("cancelled"); running → cancel_requested set
+        ("requested", the holder learns it at its next heartbeat); terminal → "finished".
+        Raises JobNotFound for an unknown id."""
+        ...
+
+    def retry_failed(self, job_ids: Sequence[int] | None, *, now: float | None = None) -> int:
+        """Dead-letter retry: ``failed`` → ``pending`` due now, with ``failures``,
+        ``stall_count`` and ``failure_reason`` reset (``attempt`` stays: it is the fence).
+        ``None`` retries every failed job. Returns how many moved."""
+        ...
+
+    # -- the lease protocol ------------------------------------------------------------------
+    def claim(
+        self,
+        owner: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_ttl: float,
+        *,
+        now: float | None = None,
+    ) -> list[Job]:
+        """Claim up to ``limit`` due pending jobs of ``queues`` in one atomic write.
+
+        Order: priority, then run_at, then id. Claimed rows get status running,
+        ``locked_by = owner``, ``lease_until = now + lease_ttl``, ``attempt += 1``,
+        ``started_at = now``, ``cancel_requested = false``. Returned jobs show the new values.
+        """
+        ...
+
+    def heartbeat(
+        self,
+        owner: str,
+        leases: Sequence[Lease],
+        lease_ttl: float,
+        *,
+        now: float | None = None,
+    ) -> HeartbeatResult:
+        """Renew every matching lease to ``now + lease_ttl`` in one statement (round trip).
+
+        Also records that worker ``owner`` was seen at ``now`` (its workers row), in the same
+        round trip. An empty ``leases`` only touches the worker row.
+        """
+        ...
+
+    def finish(self, outcomes: Sequence[Outcome], *, now: float | None = None) -> list[Lease]:
+        """Apply outcomes in one round trip, each fenced; return the leases that were rejected."""
+        ...
+
+    def save_checkpoint(self, lease: Lease, checkpoint: str, *, now: float | None = None) -> bool:
+        """Fenced; the next attempt of the job reads it. False when the lease is stale."""
+        ...
+
+    def set_progress(self, lease: Lease, progress: str, *, now: float | None = None) -> bool:
+        """Fenced like save_checkpoint."""
+        ...
+
+    def reap_expired(
+        self, stall_grace: float = 0.0, *, now: float | None = None, limit: int = 1000
+    ) -> list[Reaped]:
+        """Take back at most ``limit`` running jobs whose ``lease_until < now - stall_grace``
+        in one set-based write, by the stall rule in this module's docstring. The error text is
+        :data:`REAPED_ERROR`, ``failure_reason`` (when failed) is ``stalled``."""
+        ...
+
+    def next_lease_expiry(self) -> float | None:
+        """Earliest ``lease_until`` among running jobs, or None; lets the reaper sleep exactly."""
+        ...
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until a job may be due in ``queues`` (enqueue,
+        release, reap). True when woken early. Spurious wake-ups are allowed; a missed
+        notification only costs latency because callers poll on timeout."""
+        ...
+
+    def notify(self, queues: Sequence[str]) -> None:
+        """Wake waiters of ``queues`` (used after reaping or handing leases back)."""
+        ...
+
+    # -- maintenance -------------------------------------------------------------------------
+    def prune(
+        self, status: JobStatus, older_than: float, *, now: float | None = None, limit: int = 1000
+    ) -> int:
+        """Delete at most ``limit`` jobs in terminal ``status`` finished before
+        ``now - older_than``. Returns how many went."""
+        ...
+
+    def leader_acquire(
+        self, name: str, holder: str, ttl: float, *, now: float | None = None
+    ) -> Leadership | None:
+        """Take leadership of ``name`` when nobody holds it or the holder's lease expired:
+        insert-if-absent-or-expired, ``term += 1``. Returns None when someone else holds it.
+        (A holder that still holds it is not a new acquisition: it must ``leader_renew``.)"""
+        ...
+
+    def leader_renew(
+        self, name: str, holder: str, term: int, ttl: float, *, now: float | None = None
+    ) -> Leadership | None:
+        """Extend the lease to now + ttl iff (holder, term) still hold it and it has not
+        expired. None when leadership is lost."""
+        ...
+
+    def leader_release(self, name: str, holder: str, term: int) -> bool:
+        """Give up leadership iff (holder, term) still hold it. True when released."""
+        ...
+
+    # -- inspection --------------------------------------------------------------------------
+    def get_job(self, job_id: int) -> Job | None: ...
+
+    def list_jobs(
+        self,
+        *,
+        status: JobStatus | None = None,
+        queue: str | None = None,
+        after_id: int | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        """Jobs in ascending id order with id > after_id (keyset pagination)."""
+        ...
+
+    def counts(self) -> list[QueueCount]:
+        """Number of jobs per (queue, status); zero counts may be omitted."""
+        ...
+
+    def register_worker(self, worker: WorkerInfo, *, now: float | None = None) -> None:
+        """Insert or refresh a worker row (started_at/last_seen = now)."""
+        ...
+
+    def unregister_worker(self, worker_id: str) -> None: ...
+
+    def list_workers(self) -> list[WorkerInfo]: ...
