@@ -74,7 +74,7 @@ class ShuttingDown(Interrupted):
     """The worker is stopping and the drain period is over; the lease is handed back."""
 
 
-class Retry(Exception):  # noqa: N818 - it is a request, not an error
+class Retry(Exception):
     """Raise from a handler to retry after ``delay`` seconds (counts as a failure)."""
 
     def __init__(self, reason: str = "retry requested", *, delay: float | None = None) -> None:
@@ -82,5 +82,5 @@ class Retry(Exception):  # noqa: N818 - it is a request, not an error
         self.delay = delay
 
 
-class Fail(Exception):  # noqa: N818 - it is a request, not an error
+class Fail(Exception):
     """Raise from a handler to dead-letter the job now, without further attempts."""

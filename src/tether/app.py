@@ -1,0 +1,151 @@
+"""``App``: the entry point users hold. Tasks, enqueueing, inspection, and running a worker."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, overload
+
+from tether.backoff import Backoff
+from tether.config import Settings, make_settings
+from tether.errors import ConfigError, JobNotFound
+from tether.events import Callback, Events
+from tether.stores import DEFAULT_URL, open_store
+from tether.stores.base import CancelResult, Job, NewJob, Store
+from tether.task import Task, TaskOptions
+
+
+class App:
+    """A tether application: one store, a registry of tasks, settings and event callbacks.
+
+    ``url`` defaults to ``$TETHER_URL``, else an SQLite file ``./tether.db``. Options are the
+    fields of :class:`tether.config.Settings` (``lease_ttl``, ``heartbeat_interval``, ...);
+    a wrong or unknown option raises ConfigError at once.
+    """
+
+    def __init__(self, url: str | None = None, *, auto_migrate: bool = True,
+                 **options: Any) -> None:
+        self.url = url or os.environ.get("TETHER_URL") or DEFAULT_URL
+        self.settings: Settings = make_settings(**options)
+        self.auto_migrate = auto_migrate
+        self.tasks: dict[str, Task] = {}
+        self.events = Events()
+        self._store: Store | None = None
+        self._lock = threading.Lock()
+
+    # -- store -------------------------------------------------------------------------------
+    @property
+    def store(self) -> Store:
+        """The store, opened (and migrated, unless auto_migrate=False) on first use."""
+        if self._store is None:
+            with self._lock:
+                if self._store is None:
+                    store = open_store(self.url)
+                    try:
+                        store.migrate() if self.auto_migrate else store.check_schema()
+                    except BaseException:
+                        store.close()
+                        raise
+                    self._store = store
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- tasks -------------------------------------------------------------------------------
+    @overload
+    def task(self, func: Callable[..., Any], /) -> Task: ...
+
+    @overload
+    def task(
+        self, func: None = None, /, *, name: str | None = None, queue: str = "default",
+        max_attempts: int = 5, max_stalls: int = 3, timeout: float | None = None,
+        retry: Backoff | None = None, priority: int = 0,
+    ) -> Callable[[Callable[..., Any]], Task]: ...
+
+    def task(
+        self, func: Callable[..., Any] | None = None, /, *, name: str | None = None,
+        queue: str = "default", max_attempts: int = 5, max_stalls: int = 3,
+        timeout: float | None = None, retry: Backoff | None = None, priority: int = 0,
+    ) -> Task | Callable[[Callable[..., Any]], Task]:
+        """Register a function (plain or ``async def``) as a task; usable bare or with options."""
+
+        def register(f: Callable[..., Any]) -> Task:
+            task_name = name or f"{f.__module__}.{f.__qualname__}"
+            if task_name in self.tasks:
+                raise ConfigError(f"a task named {task_name!r} is already registered")
+            task = Task(self, f, TaskOptions(task_name, queue, max_attempts, max_stalls,
+                                             timeout, retry or Backoff(), priority))
+            self.tasks[task_name] = task
+            return task
+
+        return register(func) if func is not None else register
+
+    def queues(self) -> list[str]:
+        """The queues of the registered tasks (``["default"]`` when there are none)."""
+        return sorted({t.options.queue for t in self.tasks.values()}) or ["default"]
+
+    def on(self, event: str, callback: Callback) -> Callback:
+        """Subscribe a plain callback to an event (see tether.events.EVENTS)."""
+        return self.events.on(event, callback)
+
+    # -- producing ---------------------------------------------------------------------------
+    def enqueue_jobs(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+        """Insert jobs in one round trip; ``conn`` puts them in the caller's transaction."""
+        if not jobs:
+            return []
+        if conn is None:
+            return self.store.enqueue(jobs)
+        try:
+            return self.store.enqueue(jobs, conn=conn)  # type: ignore[call-arg]
+        except TypeError:
+            raise ConfigError(
+                f"the {self.store.kind} store cannot enqueue inside a caller's transaction"
+            ) from None
+
+    def enqueue(self, task: str, *args: Any, **options: Any) -> int:
+        """Enqueue by task name (for producers that do not import the task's code)."""
+        from tether.task import make_new_job
+
+        kwargs = options.pop("kwargs", {})
+        known = self.tasks.get(task)
+        if known is not None:
+            return known.enqueue(*args, **options, **kwargs)
+        return self.enqueue_jobs([make_new_job(task, args, kwargs, **options)])[0]
+
+    # -- inspecting and steering -------------------------------------------------------------
+    def get_job(self, job_id: int) -> Job:
+        job = self.store.get_job(job_id)
+        if job is None:
+            raise JobNotFound(job_id)
+        return job
+
+    def cancel(self, job_id: int) -> CancelResult:
+        """Pending: cancelled now. Running: its handler is told at the next heartbeat."""
+        return self.store.cancel(job_id)
+
+    def retry_failed(self, job_ids: Sequence[int] | None = None) -> int:
+        return self.store.retry_failed(job_ids)
+
+    # -- working -----------------------------------------------------------------------------
+    def worker(self, *, concurrency: int = 10, queues: Sequence[str] | None = None,
+               maintenance: bool = True) -> Any:
+        from tether.worker.worker import Worker
+
+        return Worker(self, concurrency=concurrency, queues=queues, maintenance=maintenance)
+
+    def run_worker(self, *, concurrency: int = 10, queues: Sequence[str] | None = None,
+                   maintenance: bool = True) -> int:
+        """Run a worker in this thread until SIGTERM/SIGINT; returns the exit code."""
+        worker = self.worker(concurrency=concurrency, queues=queues, maintenance=maintenance)
+        code: int = worker.run()
+        return code

@@ -1,0 +1,74 @@
+"""Long-running commands: ``tether worker`` and ``tether reaper``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import socket
+import sys
+import threading
+import uuid
+
+from tether.app import App
+from tether.config import make_settings
+from tether.errors import ConfigError
+from tether.events import Events
+from tether.maintenance.maintainer import Maintainer
+from tether.stores import open_store
+from tether.worker.shutdown import Shutdown
+
+log = logging.getLogger("tether.cli")
+
+
+def load_app(spec: str) -> App:
+    """Import ``module:attribute`` (the current directory is importable, like ``python -m``)."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"expected MODULE:APP (e.g. myproject.jobs:app), got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {module_name!r}: {exc}") from exc
+    app = getattr(module, attr, None)
+    if not isinstance(app, App):
+        raise ConfigError(f"{spec!r} is not a tether.App (got {type(app).__name__})")
+    return app
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    app = load_app(args.app)
+    if args.url:
+        app.url = args.url
+    queues = [q for part in args.queues for q in part.split(",") if q] if args.queues else None
+    app.store.check_schema()
+    return app.run_worker(concurrency=args.concurrency, queues=queues,
+                          maintenance=not args.no_maintenance)
+
+
+def cmd_reaper(args: argparse.Namespace) -> int:
+    """A standalone maintainer: joins the same election as the workers' maintainers."""
+    options = {"election": not args.no_election}
+    if args.lease_ttl is not None:
+        options["lease_ttl"] = args.lease_ttl
+    settings = make_settings(**options)
+    store = open_store(args.url)
+    store.check_schema()
+    holder = f"reaper:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    maintainer = Maintainer(store, holder, settings, Events())
+    shutdown = Shutdown()
+    restore = shutdown.install()
+    thread = threading.Thread(target=maintainer.run, name="tether-maintainer", daemon=True)
+    thread.start()
+    log.info("reaper %s started (election %s)", holder, "on" if settings.election else "off")
+    try:
+        while not shutdown.stopping and thread.is_alive():
+            shutdown.changed.wait(0.5)
+    finally:
+        maintainer.stop()
+        restore()
+        store.close()
+    return 0

@@ -1,0 +1,1 @@
+"""Maintenance services: the reaper, the pruner, and the leader election they run under."""

@@ -1,0 +1,86 @@
+"""Leader election: at most one maintainer acts at a time, and a stale one knows it.
+
+Invariants:
+
+* Leadership is a lease in the store, acquired only when absent or expired; each acquisition
+  gets a new, larger ``term``. Renew and release are fenced by (holder, term), so a paused
+  ex-leader's late renew or release can never touch its successor's lease.
+* A leader trusts its leadership only until ``ttl`` after it *sent* its last successful
+  acquire/renew (monotonic clock). Past that, ``is_leader`` is false at once, even when the
+  store cannot be reached to say so, so two leaders never act in the same trust window.
+* Acting twice is harmless anyway (the reaper and pruner are idempotent); election saves work.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from tether import clock
+from tether.errors import StoreError
+from tether.events import Events
+from tether.stores.base import Leadership, Store
+
+log = logging.getLogger("tether.leadership")
+
+
+class LeaderElector:
+    def __init__(
+        self, store: Store, name: str, holder: str, events: Events, *, ttl: float, retry: float
+    ) -> None:
+        self.store = store
+        self.name = name
+        self.holder = holder
+        self.events = events
+        self.ttl = ttl
+        self.retry = retry
+        self.lease: Leadership | None = None
+        self._trusted_until = 0.0
+
+    @property
+    def is_leader(self) -> bool:
+        if self.lease is not None and clock.monotonic() >= self._trusted_until:
+            self._lose("trust window ended before a renewal succeeded")
+        return self.lease is not None
+
+    def run_once(self) -> float:
+        """Acquire or renew; returns seconds until the next call is due."""
+        sent = clock.monotonic()
+        try:
+            if self.lease is None:
+                got = self.store.leader_acquire(self.name, self.holder, self.ttl)
+                if got is not None:
+                    self.lease, self._trusted_until = got, sent + self.ttl
+                    log.info("%s became leader of %s (term %d)", self.holder, self.name, got.term)
+                    self.events.emit("leadership_acquired", worker=self.holder,
+                                     detail={"name": self.name, "term": got.term})
+            else:
+                renewed = self.store.leader_renew(self.name, self.holder, self.lease.term,
+                                                  self.ttl)
+                if renewed is None:
+                    self._lose("renewal refused: another holder or an expired term")
+                else:
+                    self.lease, self._trusted_until = renewed, sent + self.ttl
+        except StoreError as exc:
+            log.warning("leader election for %s failed: %s", self.name, exc)
+            _ = self.is_leader  # drops leadership if the trust window has ended
+            return min(self.retry, 1.0)
+        return self.ttl / 3 if self.lease is not None else self.retry
+
+    def release(self) -> None:
+        lease, self.lease = self.lease, None
+        if lease is None:
+            return
+        try:
+            self.store.leader_release(self.name, self.holder, lease.term)
+        except StoreError as exc:
+            log.warning("could not release leadership of %s: %s", self.name, exc)
+        self.events.emit("leadership_lost", worker=self.holder,
+                         detail={"name": self.name, "term": lease.term, "why": "released"})
+
+    def _lose(self, why: str) -> None:
+        lease, self.lease = self.lease, None
+        if lease is not None:
+            log.warning("%s lost leadership of %s (term %d): %s", self.holder, self.name,
+                        lease.term, why)
+            self.events.emit("leadership_lost", worker=self.holder,
+                             detail={"name": self.name, "term": lease.term, "why": why})

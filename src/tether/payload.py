@@ -1,0 +1,44 @@
+"""JSON in, JSON out: the only wire format for arguments, results, checkpoints and progress.
+
+Pickle is never used: a queue row must not be able to run code in the worker that reads it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+_encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def dumps(value: Any, what: str = "value") -> str:
+    """Encode, turning every way JSON can refuse into one clear TypeError."""
+    try:
+        return _encoder.encode(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise TypeError(
+            f"{what} must be JSON-serializable (str, int, float, bool, None, list, dict with str "
+            f"keys): {exc}"
+        ) from None
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def encode_call(args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], task: str) -> str:
+    if not all(isinstance(k, str) for k in kwargs):
+        raise TypeError(f"keyword argument names of {task} must be strings")
+    return dumps([list(args), kwargs], f"arguments of {task}")
+
+
+def decode_call(payload: str) -> tuple[list[Any], dict[str, Any]]:
+    value = json.loads(payload)
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not isinstance(value[0], list)
+        or not isinstance(value[1], dict)
+    ):
+        raise ValueError("payload is not [args, kwargs]")
+    return value[0], value[1]

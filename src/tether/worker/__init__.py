@@ -1,0 +1,1 @@
+"""The worker: fetcher, executor, heartbeater, completer, deadlines and shutdown."""

@@ -1,0 +1,159 @@
+"""The executor: runs handlers and turns how they ended into an outcome.
+
+Plain functions run on a pool of daemon threads (a handler that never returns cannot hold the
+process open at exit); ``async def`` handlers run on one event loop thread. Both share the
+worker's slots. Exactly one outcome is decided per attempt (``Registry.settle_once``): the
+handler's end, its timeout, or a forced shutdown, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from tether import payload
+from tether.context import bind, unbind
+from tether.errors import (
+    Fail,
+    Interrupted,
+    JobCancelled,
+    LeaseInterrupted,
+    Retry,
+    ShuttingDown,
+)
+from tether.stores.base import Outcome
+from tether.task import Task
+from tether.worker.registry import Registry, Running
+
+log = logging.getLogger("tether.executor")
+MAX_ERROR = 4000
+
+
+def describe(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception(exc)).strip()
+    head = f"{type(exc).__name__}: {exc}"
+    return head if len(text) <= len(head) else (head + "\n" + text[-(MAX_ERROR - len(head)):])
+
+
+class Executor:
+    def __init__(
+        self,
+        registry: Registry,
+        settle: Callable[[Running, Outcome | None], None],
+        concurrency: int,
+    ) -> None:
+        self.registry = registry
+        self._settle = settle
+        self._work: queue.SimpleQueue[tuple[Running, Task] | None] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._thread_main, name=f"tether-handler-{i}", daemon=True)
+            for i in range(concurrency)
+        ]
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        for _ in self._threads:
+            self._work.put(None)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+
+    def submit(self, entry: Running, task: Task) -> None:
+        if task.is_async:
+            loop = self._ensure_loop()
+            entry.loop = loop
+            asyncio.run_coroutine_threadsafe(self._run_async(entry, task), loop)
+        else:
+            self._work.put((entry, task))
+
+    # -- sync ------------------------------------------------------------------------------
+    def _thread_main(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            entry, task = item
+            token = bind(entry.ctx)
+            try:
+                args, kwargs = payload.decode_call(entry.ctx.job.payload)
+                result: Any = task.func(*args, **kwargs)
+            except BaseException as exc:  # the handler's failure is data, not our crash
+                self._finish(entry, task, None, exc)
+            else:
+                self._finish(entry, task, result, None)
+            finally:
+                unbind(token)
+
+    # -- async -----------------------------------------------------------------------------
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            self._loop_thread = threading.Thread(
+                target=loop.run_forever, name="tether-asyncio", daemon=True
+            )
+            self._loop = loop
+            self._loop_thread.start()
+        return self._loop
+
+    async def _run_async(self, entry: Running, task: Task) -> None:
+        entry.async_task = asyncio.current_task()
+        token = bind(entry.ctx)
+        try:
+            if entry.ctx.cancelled:  # interrupted before it could start
+                raise asyncio.CancelledError
+            args, kwargs = payload.decode_call(entry.ctx.job.payload)
+            result = await task.func(*args, **kwargs)
+        except asyncio.CancelledError as exc:
+            self._finish(entry, task, None, exc)
+        except BaseException as exc:
+            self._finish(entry, task, None, exc)
+        else:
+            self._finish(entry, task, result, None)
+        finally:
+            unbind(token)
+
+    # -- outcome ---------------------------------------------------------------------------
+    def _finish(self, entry: Running, task: Task, result: Any, exc: BaseException | None) -> None:
+        try:
+            outcome = self.outcome(entry, task, result, exc)
+        except BaseException as err:  # e.g. a result JSON cannot carry
+            outcome = self.outcome(entry, task, None, err)
+        if entry.ctx.completed_in_transaction:
+            outcome = None
+        if self.registry.settle_once(entry):
+            self._settle(entry, outcome)
+        self.registry.mark(entry, returned=True)
+
+    def outcome(
+        self, entry: Running, task: Task, result: Any, exc: BaseException | None
+    ) -> Outcome | None:
+        ctx, lease = entry.ctx, entry.ctx.lease
+        why = ctx.stop_reason
+        if exc is None:
+            return Outcome(lease, "done", result=payload.dumps(result, f"result of {task.name}"))
+        if isinstance(exc, (asyncio.CancelledError, Interrupted)):
+            if why == "JobCancelled" or isinstance(exc, JobCancelled):
+                return Outcome(lease, "cancelled", error="cancelled on request")
+            if why == "ShuttingDown" or isinstance(exc, ShuttingDown):
+                return Outcome(lease, "released")
+            if why == "LeaseInterrupted" or isinstance(exc, LeaseInterrupted):
+                return None  # nothing to write: the lease is gone, the fence would reject it
+            return Outcome(lease, "error", error=describe(exc), reason="error",
+                           retry_delay=task.options.retry.delay(ctx.job.failures + 1))
+        if isinstance(exc, Fail):
+            return Outcome(lease, "dead", error=describe(exc), reason="error")
+        delay = task.options.retry.delay(ctx.job.failures + 1)
+        if isinstance(exc, Retry) and exc.delay is not None:
+            delay = max(0.0, exc.delay)
+        if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt in a handler
+            log.error("job %s raised %s", ctx.id, type(exc).__name__)
+        return Outcome(lease, "error", error=describe(exc), reason="error", retry_delay=delay)

@@ -1,0 +1,69 @@
+"""Shutdown: drain on the first signal, hand leases back on the second or at the deadline.
+
+The first SIGTERM/SIGINT stops claiming and lets in-flight jobs finish for up to
+``shutdown_timeout``. The second signal, or the timeout, interrupts the handlers and hands every
+lease back at once (``released``: pending, due now, an interruption, neither a failure nor a
+stall) and wakes other workers, so nothing waits for lease expiry after a clean stop.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+log = logging.getLogger("tether.shutdown")
+
+
+class Phase(enum.IntEnum):
+    RUNNING = 0
+    DRAINING = 1
+    FORCED = 2
+
+
+class Shutdown:
+    def __init__(self) -> None:
+        self.phase = Phase.RUNNING
+        self.changed = threading.Event()
+        self.fatal: BaseException | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def stopping(self) -> bool:
+        return self.phase >= Phase.DRAINING
+
+    def request(self, why: str = "stop requested") -> None:
+        """Move one phase on: running → draining → forced."""
+        with self._lock:
+            if self.phase < Phase.FORCED:
+                self.phase = Phase(self.phase + 1)
+                log.warning("%s: %s", why, "draining in-flight jobs" if self.phase ==
+                            Phase.DRAINING else "handing leases back now")
+        self.changed.set()
+
+    def force(self, why: str, fatal: BaseException | None = None) -> None:
+        with self._lock:
+            self.phase = Phase.FORCED
+            if fatal is not None and self.fatal is None:
+                self.fatal = fatal
+        log.warning("%s: handing leases back now", why)
+        self.changed.set()
+
+    def install(self) -> Callable[[], None]:
+        """Route SIGTERM/SIGINT here (main thread only); returns a function that undoes it."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def handler(signum: int, _frame: FrameType | None) -> None:
+            self.request(f"received {signal.Signals(signum).name}")
+
+        old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+
+        def restore() -> None:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+        return restore
