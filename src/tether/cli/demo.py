@@ -159,9 +159,10 @@ class Demo:
             assert j is not None
             result = json.loads(j.result or "{}")
             stale = [r for r in rejected if r["job"] == z.id and r["pid"] == zombie_pid]
-            self.check(j.status == "done" and result.get("pid") != zombie_pid,
+            self.check(j.status == "done" and result.get("attempt", 0) > z.attempt,
                        f"job {z.id} (SIGSTOPped holder): result kept from worker "
-                       f"{result.get('pid')} attempt {result.get('attempt')}, not the zombie")
+                       f"{result.get('pid')} attempt {result.get('attempt')}, not the zombie's "
+                       f"stale attempt {z.attempt}")
             self.check(bool(stale), f"job {z.id}: the zombie's stale write was rejected "
                        f"({', '.join(str(r.get('rejected', 'lease lost')) for r in stale)})")
         self.say("\n" + ("every invariant held" if not self.failures else

@@ -28,7 +28,10 @@ Counting rules (shared by ``finish`` and ``reap_expired`` so every path agrees):
   otherwise the job is ``failed`` (the dead-letter state) with the given reason.
 * A stall retries while ``stall_count < max_stalls`` *and*
   ``failures + stall_count < max_attempts`` (after the increment), otherwise ``failed`` with
-  reason ``stalled``. A reaped job is due again at once (``run_at = now``).
+  reason ``stalled``.
+* A reaped or released job keeps its ``run_at``: it was due when claimed, so it is due again at
+  once *and keeps its place in line*. (Setting ``run_at = now`` would send recovered jobs to the
+  back of a backlog and break the recovery bound under load.)
 
 Payloads, results, checkpoints and progress cross this seam as JSON *text*: the API layer
 encodes once (refusing what JSON cannot carry) and the store never interprets them.
@@ -129,8 +132,8 @@ class Outcome:
       attempt budget lasts, else ``failed`` with ``reason`` (``error`` or ``timeout``).
     * ``dead``: ``failures += 1`` and ``failed`` at once with ``reason`` (no retry).
     * ``cancelled``: job ``cancelled``.
-    * ``released``: lease handed back on shutdown: ``pending``, due now,
-      ``interruptions += 1``; neither a failure nor a stall.
+    * ``released``: lease handed back on shutdown: ``pending`` with ``run_at`` unchanged (due
+      at once, first in line), ``interruptions += 1``; neither a failure nor a stall.
 
     Every kind records ``error`` (when given) in ``last_error`` and appends it to ``errors``,
     clears ``locked_by``/``lease_until`` and sets ``finished_at`` when the job became terminal.

@@ -1,0 +1,85 @@
+-- Shared prelude, prepended to every tether script before SCRIPT LOAD (so each script is
+-- still ONE atomic EVALSHA). Why it is shaped so:
+--  * ARGV[1] is always the key prefix P; every key is built here as P .. ':' .. something,
+--    so no key ever escapes the prefix (standalone Redis only: keys are not declared in KEYS).
+--  * Times travel as strings: Lua's tostring/.. keep only 14 significant digits, which would
+--    round epoch seconds to 0.1 ms, so computed times are formatted with %.17g (exact round
+--    trip) and given times are stored as the caller's own text.
+--  * now: ARGV[2] when not '' (tests drive time), else the server's TIME: the store's clock.
+--  * Absent hash field = None. Job ids inside pending zsets are zero-padded so equal run_at
+--    scores tie-break by member bytes = numeric id order.
+local P = ARGV[1]
+
+local function jk(id) return P .. ':job:' .. id end
+local function fmt(x) return string.format('%.17g', x) end
+local function pad(id) return string.format('%016d', tonumber(id)) end
+
+local function clock(arg)
+  if arg ~= nil and arg ~= '' then return tonumber(arg), arg end
+  local t = redis.call('TIME')
+  local s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+  return tonumber(s), s
+end
+
+local function move_idx(id, q, old, new)
+  if old then redis.call('ZREM', P .. ':idx:' .. q .. ':' .. old, id) end
+  redis.call('ZADD', P .. ':idx:' .. q .. ':' .. new, id, id)
+end
+
+local function add_pending(id, q, prio, run_at)
+  redis.call('ZADD', P .. ':pending:' .. q .. ':' .. prio, run_at, pad(id))
+  redis.call('ZADD', P .. ':prios:' .. q, prio, prio)
+end
+
+local function remove_pending(id, q, prio)
+  local k = P .. ':pending:' .. q .. ':' .. prio
+  redis.call('ZREM', k, pad(id))
+  if redis.call('EXISTS', k) == 0 then redis.call('ZREM', P .. ':prios:' .. q, prio) end
+end
+
+-- A job leaving the non-terminal states frees its unique key (only if the key is still ours).
+local function release_unique(id, ukey)
+  if ukey and redis.call('HGET', P .. ':unique', ukey) == tostring(id) then
+    redis.call('HDEL', P .. ':unique', ukey)
+  end
+end
+
+-- Move a pending or running job to a terminal status at now.
+local function terminate(id, q, old, new, now, now_s, ukey)
+  move_idx(id, q, old, new)
+  redis.call('ZADD', P .. ':finished:' .. new, now, id)
+  redis.call('HSET', jk(id), 'status', new, 'finished_at', now_s)
+  release_unique(id, ukey)
+end
+
+-- Append one {"attempt","error","reason","at"} record to the job's errors JSON text without
+-- decoding it (cjson would re-format numbers); cjson only quotes the strings.
+local function add_error(id, attempt, err, reason, now_s)
+  local k = jk(id)
+  local rec = '{"attempt":' .. attempt .. ',"error":' .. cjson.encode(err) .. ',"reason":'
+    .. (reason and cjson.encode(reason) or 'null') .. ',"at":' .. now_s .. '}'
+  local errs = redis.call('HGET', k, 'errors')
+  if not errs or errs == '[]' then errs = '[' .. rec .. ']'
+  else errs = string.sub(errs, 1, -2) .. ',' .. rec .. ']' end
+  redis.call('HSET', k, 'errors', errs, 'last_error', err)
+end
+
+-- The fence: (id, attempt, owner) and status running. Returns the job's hash values or nil.
+local function fenced(id, attempt, owner)
+  local v = redis.call('HMGET', jk(id), 'status', 'attempt', 'locked_by', 'queue', 'priority',
+    'failures', 'stall_count', 'max_attempts', 'max_stalls', 'unique_key', 'cancel_requested', 'run_at')
+  if v[1] == 'running' and v[2] == attempt and v[3] == owner then return v end
+  return nil
+end
+
+-- Leave running: drop the lease and the running-zset entry.
+local function unlock(id)
+  redis.call('ZREM', P .. ':running', id)
+  redis.call('HDEL', jk(id), 'locked_by', 'lease_until')
+end
+
+local function wake(queues)
+  local names = {}
+  for q in pairs(queues) do names[#names + 1] = q end
+  if #names > 0 then redis.call('PUBLISH', P .. ':wake', table.concat(names, '\n')) end
+end

@@ -1,0 +1,15 @@
+-- leader_acquire: insert-if-absent-or-expired (SET NX PX in spirit). The lease is a hash
+-- {holder, term, expires_at} judged against the given/store clock rather than a Redis TTL, so
+-- tests can drive time; the term comes from a separate counter key that is never deleted, so
+-- it keeps growing across expiries and releases (a fencing token for the leader's writes).
+-- A live lease, even the caller's own, is not a new acquisition.
+-- ARGV: P, now|'', name, holder, ttl
+-- Returns {holder, term, expires_at} or nil.
+local now = clock(ARGV[2])
+local k = P .. ':leader:' .. ARGV[3]
+local exp = redis.call('HGET', k, 'expires_at')
+if exp and tonumber(exp) > now then return nil end
+local term = redis.call('INCR', P .. ':leader_term:' .. ARGV[3])
+local expires = fmt(now + tonumber(ARGV[5]))
+redis.call('HSET', k, 'holder', ARGV[4], 'term', term, 'expires_at', expires)
+return {ARGV[4], term, expires}

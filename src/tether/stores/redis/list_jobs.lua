@@ -1,0 +1,23 @@
+-- list_jobs: keyset pagination in id order. Every (queue, status) pair has an index zset
+-- scored by id, so each needed pair is one range read of ids > after_id (at most `limit`),
+-- the candidates are merged by id and the first `limit` hashes returned, all in one
+-- consistent snapshot. No SCAN: the known queues come from the queues set.
+-- ARGV: P, status|'', queue|'', after_id, limit
+-- Returns one HGETALL array per job.
+local statuses = {'pending', 'running', 'done', 'failed', 'cancelled'}
+if ARGV[2] ~= '' then statuses = {ARGV[2]} end
+local queues
+if ARGV[3] ~= '' then queues = {ARGV[3]} else queues = redis.call('SMEMBERS', P .. ':queues') end
+local limit = tonumber(ARGV[5])
+local ids = {}
+for _, q in ipairs(queues) do
+  for _, st in ipairs(statuses) do
+    local got = redis.call('ZRANGEBYSCORE', P .. ':idx:' .. q .. ':' .. st, '(' .. ARGV[4],
+      '+inf', 'LIMIT', 0, limit)
+    for _, id in ipairs(got) do ids[#ids + 1] = tonumber(id) end
+  end
+end
+table.sort(ids)
+local out = {}
+for n = 1, math.min(limit, #ids) do out[n] = redis.call('HGETALL', jk(ids[n])) end
+return out
