@@ -1,0 +1,30 @@
+"""Fixtures for the store contract suite; plain helpers live in ``helpers.py``.
+
+Every test runs once per store (the ``store`` fixture of ``tests/conftest.py`` is parametrized
+over sqlite, postgres and redis). Time is driven only through explicit ``now=`` arguments:
+a test takes ``t0`` (the store's clock, once) and passes ``now=t0 + x`` everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tether.stores.base import Store
+
+
+@pytest.fixture
+def t0(store: Store) -> float:
+    """The store's clock, read once at the start of the test."""
+    return store.now()
+
+
+@pytest.fixture
+def other_stores(open_another: Callable[[], Store]) -> Callable[[int], list[Store]]:
+    """``other_stores(n)``: n more connections to the test's store, one per thread."""
+
+    def _open(n: int) -> list[Store]:
+        return [open_another() for _ in range(n)]
+
+    return _open

@@ -1,0 +1,138 @@
+"""Plain helpers for the store contract suite (``tests/contract/``).
+
+Every test runs once per store (the ``store`` fixture of ``tests/conftest.py`` is parametrized
+over sqlite, postgres and redis). Time is driven only through explicit ``now=`` arguments:
+a test takes ``t0`` (the store's clock, once) and passes ``now=t0 + x`` everywhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import pytest
+
+from tether.errors import StoreUnavailable
+from tether.stores.base import Job, Lease, NewJob, Store
+
+R = TypeVar("R")
+
+#: Stores may keep times to the millisecond (or microsecond); compare with this tolerance.
+TIME_TOL = 0.01
+#: The default lease TTL the helpers claim with.
+TTL = 30.0
+
+_queue_counter = itertools.count(1)
+
+
+def at(expected: float) -> Any:
+    """A time comparison that tolerates the store's rounding (absolute, never relative)."""
+    return pytest.approx(expected, abs=TIME_TOL)
+
+
+def fresh_queue() -> str:
+    """A queue name no other job of the test uses, so a claim picks exactly one job."""
+    return f"q{next(_queue_counter)}"
+
+
+def new_job(task: str = "tests.task", **fields: Any) -> NewJob:
+    return NewJob(task=task, **fields)
+
+
+def enqueue_one(store: Store, now: float, task: str = "tests.task", **fields: Any) -> int:
+    ids = store.enqueue([new_job(task, **fields)], now=now)
+    assert len(ids) == 1
+    return ids[0]
+
+
+def must_get(store: Store, job_id: int) -> Job:
+    job = store.get_job(job_id)
+    assert job is not None, f"job {job_id} vanished"
+    return job
+
+
+def claim_one(store: Store, owner: str, queue: str, now: float, ttl: float = TTL) -> Job:
+    """Claim from ``queue`` and insist on exactly one job."""
+    jobs = store.claim(owner, [queue], 10, ttl, now=now)
+    assert len(jobs) == 1, f"expected one job in {queue!r}, claimed {jobs!r}"
+    return jobs[0]
+
+
+def running_job(
+    store: Store, now: float, owner: str = "w1", ttl: float = TTL, **fields: Any
+) -> Job:
+    """Enqueue a job in a queue of its own and claim it at ``now``; returns the claimed job."""
+    queue = fields.pop("queue", None) or fresh_queue()
+    job_id = enqueue_one(store, now, queue=queue, **fields)
+    job = claim_one(store, owner, queue, now, ttl)
+    assert job.id == job_id
+    return job
+
+
+def errors_of(job: Job) -> list[dict[str, Any]]:
+    records = json.loads(job.errors)
+    assert isinstance(records, list)
+    return records
+
+
+def stale(lease: Lease, *, attempt: int | None = None, owner: str | None = None) -> Lease:
+    """A lease like ``lease`` but with another attempt and/or owner."""
+    return Lease(
+        lease.job_id,
+        lease.attempt if attempt is None else attempt,
+        lease.owner if owner is None else owner,
+    )
+
+
+def lacks(request: pytest.FixtureRequest, store_kind: str, **reasons: str) -> None:
+    """Mark a behaviour a store does not have: ``lacks(request, store_kind, redis="why")``.
+
+    The test then runs as ``xfail(strict=True)``: it must fail on that store, and starts
+    failing the suite once the store gains the behaviour (so the mark gets removed). Never a
+    silent skip.
+    """
+    reason = reasons.get(store_kind)
+    if reason is not None:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=f"{store_kind}: {reason}"))
+
+
+def transient(fn: Callable[[], R], attempts: int = 100) -> R:
+    """Call ``fn``, retrying on StoreUnavailable as the contract allows callers to do."""
+    for i in range(attempts):
+        try:
+            return fn()
+        except StoreUnavailable:
+            if i == attempts - 1:
+                raise
+            time.sleep(0.01)  # back-off only: no test time depends on this
+    raise AssertionError("unreachable")
+
+
+def run_concurrently(fns: Sequence[Callable[[], R]], timeout: float = 60.0) -> list[R]:
+    """Run each callable in its own thread, all released together; re-raise the first error."""
+    barrier = threading.Barrier(len(fns))
+    results: list[Any] = [None] * len(fns)
+    failures: list[BaseException] = []
+
+    def runner(i: int, fn: Callable[[], R]) -> None:
+        try:
+            barrier.wait(timeout)
+            results[i] = fn()
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [
+        threading.Thread(target=runner, args=(i, fn), daemon=True) for i, fn in enumerate(fns)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    if failures:
+        raise failures[0]
+    return results

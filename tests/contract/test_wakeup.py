@@ -1,0 +1,82 @@
+"""wait_for_jobs / notify: bounded waits, and waking up early on notify or enqueue.
+
+These use real (monotonic) time because waiting is the behaviour under test; no store time
+is involved. Spurious wake-ups are allowed, so no test asserts that a wait is *not* woken.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from tests.contract.helpers import lacks
+from tether.stores.base import NewJob, Store
+
+WAIT = 5.0  # a waiter woken early returns long before this
+
+
+def _wake_with(waiter: Store, poke: Callable[[], None]) -> tuple[bool, float]:
+    """Start a waiter, poke until it returns (a poke before it subscribed may be missed)."""
+    result: list[bool] = []
+    started = time.monotonic()
+    thread = threading.Thread(
+        target=lambda: result.append(waiter.wait_for_jobs(["default"], WAIT)), daemon=True
+    )
+    thread.start()
+    while thread.is_alive() and time.monotonic() - started < WAIT + 5:
+        poke()
+        thread.join(0.05)
+    thread.join(WAIT + 5)
+    assert not thread.is_alive(), "wait_for_jobs overran its timeout"
+    return result[0], time.monotonic() - started
+
+
+def test_wait_times_out(store: Store) -> None:
+    started = time.monotonic()
+    woken = store.wait_for_jobs(["default"], 0.3)
+    elapsed = time.monotonic() - started
+    assert isinstance(woken, bool)
+    assert elapsed < 5.0, "the timeout bounds the wait"
+    if not woken:
+        assert elapsed >= 0.2, "a wait that was not woken lasts about the timeout"
+
+
+def test_zero_timeout_returns_at_once(store: Store) -> None:
+    started = time.monotonic()
+    store.wait_for_jobs(["default"], 0.0)
+    assert time.monotonic() - started < 2.0
+
+
+def test_notify_wakes_a_waiter_on_the_same_store(store: Store) -> None:
+    woken, elapsed = _wake_with(store, lambda: store.notify(["default"]))
+    assert woken is True
+    assert elapsed < WAIT / 2
+
+
+def test_notify_wakes_a_waiter_on_another_connection(
+    store: Store,
+    open_another: Callable[[], Store],
+    store_kind: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    lacks(
+        request,
+        store_kind,
+        sqlite="notify is in-process per store object; SQLite waiters wake on commits",
+    )
+    waiter = open_another()
+    woken, elapsed = _wake_with(waiter, lambda: store.notify(["default"]))
+    assert woken is True
+    assert elapsed < WAIT / 2
+
+
+def test_enqueue_wakes_a_waiter_on_another_connection(
+    store: Store, open_another: Callable[[], Store]
+) -> None:
+    waiter = open_another()
+    woken, elapsed = _wake_with(waiter, lambda: store.enqueue([NewJob("t")]))
+    assert woken is True
+    assert elapsed < WAIT / 2
