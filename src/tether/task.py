@@ -81,7 +81,7 @@ class Task:
         queue: str | None = None,
     ) -> NewJob:
         return make_new_job(
-            self.name, args, kwargs, queue=queue or self.options.queue,
+            self.name, args, kwargs, queue=self.options.queue if queue is None else queue,
             priority=self.options.priority if priority is None else priority,
             delay=delay, run_at=run_at, unique_key=unique_key,
             max_attempts=self.options.max_attempts, max_stalls=self.options.max_stalls,

@@ -1,0 +1,127 @@
+"""Maintenance, leadership and inspection methods of the SQLite store (a mixin of SQLiteStore).
+
+Same rules as ``store.py``: every write in ``BEGIN IMMEDIATE``, all SQL in ``queries.sql``,
+``now=None`` means SQLite's clock.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tether.stores.base import (
+    TERMINAL,
+    Job,
+    JobStatus,
+    Leadership,
+    QueueCount,
+    WorkerInfo,
+)
+from tether.stores.sqlite._db import Connections, guarded
+from tether.stores.sqlite._rows import Q, job_from_row, store_now
+
+
+class AdminMixin:
+    """Everything off the lease hot path: prune, leader leases, workers, inspection."""
+
+    _db: Connections
+
+    @guarded
+    def prune(
+        self, status: JobStatus, older_than: float, *, now: float | None = None, limit: int = 1000
+    ) -> int:
+        if status not in TERMINAL:
+            raise ValueError(f"prune only deletes terminal jobs, not {status!r}")
+        if limit <= 0:
+            return 0
+        with self._db.write() as conn:
+            t = store_now(conn, now)
+            deleted: int = conn.execute(
+                Q["prune"], {"status": status, "cutoff": t - older_than, "limit": limit}
+            ).rowcount
+        return deleted
+
+    @guarded
+    def leader_acquire(
+        self, name: str, holder: str, ttl: float, *, now: float | None = None
+    ) -> Leadership | None:
+        with self._db.write() as conn:
+            t = store_now(conn, now)
+            row = conn.execute(
+                Q["leader_acquire"], {"name": name, "holder": holder, "ttl": ttl, "now": t}
+            ).fetchone()
+        return None if row is None else Leadership(*row)
+
+    @guarded
+    def leader_renew(
+        self, name: str, holder: str, term: int, ttl: float, *, now: float | None = None
+    ) -> Leadership | None:
+        with self._db.write() as conn:
+            t = store_now(conn, now)
+            row = conn.execute(
+                Q["leader_renew"],
+                {"name": name, "holder": holder, "term": term, "ttl": ttl, "now": t},
+            ).fetchone()
+        return None if row is None else Leadership(*row)
+
+    @guarded
+    def leader_release(self, name: str, holder: str, term: int) -> bool:
+        with self._db.write() as conn:
+            changed: int = conn.execute(
+                Q["leader_release"], {"name": name, "holder": holder, "term": term}
+            ).rowcount
+        return changed == 1
+
+    # -- inspection --------------------------------------------------------------------------
+    @guarded
+    def get_job(self, job_id: int) -> Job | None:
+        row = self._db.get().execute(Q["get_job"], {"id": job_id}).fetchone()
+        return None if row is None else job_from_row(row)
+
+    @guarded
+    def list_jobs(
+        self,
+        *,
+        status: JobStatus | None = None,
+        queue: str | None = None,
+        after_id: int | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        params = {
+            "status": status,
+            "queue": queue,
+            "after_id": after_id if after_id is not None else 0,
+            "limit": limit,
+        }
+        return [job_from_row(row) for row in self._db.get().execute(Q["list_jobs"], params)]
+
+    @guarded
+    def counts(self) -> list[QueueCount]:
+        return [QueueCount(*row) for row in self._db.get().execute(Q["counts"])]
+
+    @guarded
+    def register_worker(self, worker: WorkerInfo, *, now: float | None = None) -> None:
+        with self._db.write() as conn:
+            t = store_now(conn, now)
+            conn.execute(
+                Q["register_worker"],
+                {
+                    "id": worker.id,
+                    "host": worker.host,
+                    "pid": worker.pid,
+                    "queues": json.dumps(list(worker.queues)),
+                    "concurrency": worker.concurrency,
+                    "now": t,
+                },
+            )
+
+    @guarded
+    def unregister_worker(self, worker_id: str) -> None:
+        with self._db.write() as conn:
+            conn.execute(Q["unregister_worker"], {"id": worker_id})
+
+    @guarded
+    def list_workers(self) -> list[WorkerInfo]:
+        return [
+            WorkerInfo(row[0], row[1], row[2], tuple(json.loads(row[3])), row[4], row[5], row[6])
+            for row in self._db.get().execute(Q["list_workers"])
+        ]

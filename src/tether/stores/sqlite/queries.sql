@@ -1,0 +1,311 @@
+-- Named queries of the SQLite store. Every write runs inside ``BEGIN IMMEDIATE`` (the write lock
+-- is taken up front, so a transaction never has to upgrade a read lock and deadlock on it).
+-- ``:now`` is always bound: the Python side passes the caller's explicit time or the value of
+-- ``clock``, read inside the same transaction. Batches travel as one JSON parameter expanded with
+-- ``json_each`` so the SQL text is fixed and the prepared statement is reused.
+-- Job rows are always selected with the column list of ``base.Job``, in field order, so Python
+-- turns a row into a Job positionally.
+
+-- name: clock
+-- The store's clock in epoch seconds: julianday('now') is SQLite's own time, so every process on
+-- the machine judges leases by the same clock.
+SELECT (julianday('now') - 2440587.5) * 86400.0
+
+-- name: schema_tables
+-- Which of tether's tables exist; check_schema compares against the full set.
+SELECT name FROM sqlite_master
+WHERE type = 'table' AND name IN ('jobs', 'workers', 'leaders', 'schema_version')
+
+-- name: schema_version
+-- The newest applied schema version (NULL on an empty table).
+SELECT max(version) FROM schema_version
+
+-- name: schema_version_insert
+-- Record a version once; OR IGNORE keeps concurrent migrations idempotent.
+INSERT OR IGNORE INTO schema_version (version, applied_at) VALUES (:version, :now)
+
+-- name: enqueue_find_unique
+-- A live job holding the key; a point lookup through the partial unique index jobs_unique.
+SELECT id FROM jobs WHERE unique_key = :unique_key AND status IN ('pending', 'running')
+
+-- name: enqueue_insert
+-- One new pending job. Run per job inside the batch's single transaction so the id of each
+-- input is known (lastrowid) and a unique_key inserted earlier in the batch is seen by
+-- enqueue_find_unique for the later ones.
+INSERT INTO jobs (task, queue, payload, status, priority, run_at, max_attempts, max_stalls,
+                  unique_key, created_at)
+VALUES (:task, :queue, :payload, 'pending', :priority, :run_at, :max_attempts, :max_stalls,
+        :unique_key, :now)
+
+-- name: claim
+-- The claim IS the lease grant: one UPDATE moves the chosen pending rows to running and sets
+-- owner, lease, attempt + 1 and started_at together, so no row is ever running without a lease.
+-- The write lock (BEGIN IMMEDIATE) means no other claimer can pick the same rows.
+-- Candidate choice is top-N per queue, then top-N overall: for each queue of :queues (a JSON
+-- array, deduplicated by Python) the correlated subquery walks the partial index jobs_claim in
+-- (priority, run_at, id) order and stops after :limit due rows, so a claim costs
+-- O(queues * limit) however large the backlog is; only those few candidates get sorted.
+-- RETURNING order is unspecified: Python sorts.
+UPDATE jobs
+SET status = 'running',
+    locked_by = :owner,
+    lease_until = :now + :lease_ttl,
+    attempt = attempt + 1,
+    started_at = :now,
+    cancel_requested = 0
+WHERE id IN (
+    SELECT j.id
+    FROM json_each(:queues) AS q
+    JOIN jobs AS j ON j.id IN (
+        SELECT id FROM jobs INDEXED BY jobs_claim
+        WHERE queue = q.value AND status = 'pending' AND run_at <= :now
+        ORDER BY priority, run_at, id
+        LIMIT :limit
+    )
+    ORDER BY j.priority, j.run_at, j.id
+    LIMIT :limit
+)
+RETURNING id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
+          stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
+          finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
+          cancel_requested, errors
+
+-- name: heartbeat
+-- Renew every lease of the batch in one statement. :leases is a JSON array of
+-- [id, attempt, owner]; each row is fenced by (id, attempt, owner) and status = 'running', so a
+-- lease that was reaped, re-claimed or finished is simply not returned (Python reports it lost).
+-- cancel_requested comes back so the holder learns about a cancel in the same round trip.
+-- The unary + on jobs.status keeps the planner off any status index: the batch (json_each) must
+-- drive the loop with a primary-key probe per lease, never a scan of all running jobs.
+UPDATE jobs
+SET lease_until = :now + :lease_ttl
+FROM (
+    SELECT json_extract(value, '$[0]') AS id,
+           json_extract(value, '$[1]') AS attempt,
+           json_extract(value, '$[2]') AS owner
+    FROM json_each(:leases)
+) AS lease
+WHERE jobs.id = lease.id
+  AND jobs.attempt = lease.attempt
+  AND jobs.locked_by = lease.owner
+  AND +jobs.status = 'running'
+RETURNING id, attempt, locked_by, cancel_requested
+
+-- name: touch_worker
+-- The worker row's last_seen, in the heartbeat's transaction.
+UPDATE workers SET last_seen = :now WHERE id = :owner
+
+-- name: finish
+-- Apply a batch of outcomes in one statement. :outcomes is a JSON array of
+-- [id, attempt, owner, kind, result, error, reason, retry_delay]; reason is already defaulted by
+-- Python ('error' for error/dead). The subquery applies the fence (id, attempt, owner, running)
+-- and computes the next status once, by the counting rules of base.py:
+--   error     -> pending while failures + 1 + stall_count < max_attempts, else failed
+--   dead      -> failed;  done -> done;  cancelled -> cancelled
+--   released  -> pending, interruptions + 1 (neither a failure nor a stall)
+-- Only a retried error moves run_at (now + retry_delay). A released job keeps its run_at: it
+-- was due when claimed, so it is due at once and keeps its place in line.
+-- SET expressions read the old row, so counters and the error record see pre-update values.
+-- Python guarantees one outcome per job id per execution, so a returned id names its outcome.
+-- The unary + on status terms keeps the planner on primary-key probes driven by the batch.
+UPDATE jobs
+SET status = o.next_status,
+    failures = jobs.failures + (o.kind IN ('error', 'dead')),
+    interruptions = jobs.interruptions + (o.kind = 'released'),
+    run_at = CASE WHEN o.kind = 'error' AND o.next_status = 'pending'
+                  THEN :now + o.retry_delay ELSE jobs.run_at END,
+    result = CASE o.kind WHEN 'done' THEN o.result ELSE jobs.result END,
+    last_error = coalesce(o.error, jobs.last_error),
+    errors = CASE WHEN o.error IS NULL THEN jobs.errors
+                  ELSE json_insert(jobs.errors, '$[#]',
+                                   json_object('attempt', jobs.attempt, 'error', o.error,
+                                               'reason', o.reason, 'at', :now)) END,
+    failure_reason = CASE o.next_status WHEN 'failed' THEN o.reason ELSE jobs.failure_reason END,
+    finished_at = CASE WHEN o.next_status IN ('done', 'failed', 'cancelled') THEN :now
+                       ELSE jobs.finished_at END,
+    locked_by = NULL,
+    lease_until = NULL
+FROM (
+    SELECT j.id AS id, x.kind AS kind, x.result AS result, x.error AS error,
+           x.reason AS reason, x.retry_delay AS retry_delay,
+           CASE x.kind
+               WHEN 'done' THEN 'done'
+               WHEN 'cancelled' THEN 'cancelled'
+               WHEN 'released' THEN 'pending'
+               WHEN 'dead' THEN 'failed'
+               WHEN 'error' THEN CASE WHEN j.failures + 1 + j.stall_count < j.max_attempts
+                                      THEN 'pending' ELSE 'failed' END
+           END AS next_status
+    FROM (
+        SELECT json_extract(value, '$[0]') AS id,
+               json_extract(value, '$[1]') AS attempt,
+               json_extract(value, '$[2]') AS owner,
+               json_extract(value, '$[3]') AS kind,
+               json_extract(value, '$[4]') AS result,
+               json_extract(value, '$[5]') AS error,
+               json_extract(value, '$[6]') AS reason,
+               json_extract(value, '$[7]') AS retry_delay
+        FROM json_each(:outcomes)
+    ) AS x
+    JOIN jobs AS j
+      ON j.id = x.id AND j.attempt = x.attempt AND j.locked_by = x.owner
+     AND +j.status = 'running'
+) AS o
+WHERE jobs.id = o.id AND +jobs.status = 'running'
+RETURNING id
+
+-- name: reap_candidates
+-- The expired leases, oldest first, with their owners. Read under the same write lock as the
+-- reap UPDATE (so the set cannot change in between) because RETURNING only shows new values and
+-- the reaper must report the old owner of each lease.
+SELECT id, attempt, locked_by FROM jobs
+WHERE status = 'running' AND lease_until < :cutoff
+ORDER BY lease_until
+LIMIT :limit
+
+-- name: reap
+-- The reaper's single set-based write: every expired lease goes through the stall rule at once.
+-- A stall retries while stall_count + 1 < max_stalls and failures + stall_count + 1 <
+-- max_attempts; otherwise failed/stalled. run_at is left alone: the job was due when claimed,
+-- so it is due at once and keeps its place in line (run_at = now would send recovered jobs to
+-- the back of a backlog). The fence is repeated (running, expired) so
+-- a second reaper racing on the same ids changes nothing. The unary + keeps the lookup on the
+-- primary key (the ids are known) instead of the jobs_lease range.
+UPDATE jobs
+SET stall_count = stall_count + 1,
+    status = CASE WHEN stall_count + 1 < max_stalls
+                   AND failures + stall_count + 1 < max_attempts
+                  THEN 'pending' ELSE 'failed' END,
+    failure_reason = CASE WHEN stall_count + 1 < max_stalls
+                           AND failures + stall_count + 1 < max_attempts
+                          THEN failure_reason ELSE 'stalled' END,
+    finished_at = CASE WHEN stall_count + 1 < max_stalls
+                        AND failures + stall_count + 1 < max_attempts
+                       THEN finished_at ELSE :now END,
+    last_error = :error,
+    errors = json_insert(errors, '$[#]', json_object('attempt', attempt, 'error', :error,
+                                                     'reason', 'stalled', 'at', :now)),
+    locked_by = NULL,
+    lease_until = NULL
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND +status = 'running'
+  AND +lease_until < :cutoff
+RETURNING id, attempt, status, stall_count
+
+-- name: next_lease_expiry
+-- min() over the partial index jobs_lease: one index probe.
+SELECT min(lease_until) FROM jobs WHERE status = 'running'
+
+-- name: cancel
+-- pending -> cancelled at once; running -> cancel_requested (the holder learns it at its next
+-- heartbeat and reports the outcome itself). Terminal rows are not touched. One statement so
+-- the status cannot change between the test and the write.
+UPDATE jobs
+SET status = CASE status WHEN 'pending' THEN 'cancelled' ELSE status END,
+    finished_at = CASE status WHEN 'pending' THEN :now ELSE finished_at END,
+    cancel_requested = CASE status WHEN 'running' THEN 1 ELSE cancel_requested END
+WHERE id = :id AND status IN ('pending', 'running')
+RETURNING status
+
+-- name: job_exists
+-- Tells "finished" from "unknown id" after cancel matched nothing.
+SELECT 1 FROM jobs WHERE id = :id
+
+-- name: retry_failed
+-- Dead-letter retry: failed -> pending, due now, budgets reset; attempt stays (it is the fence).
+-- :ids is a JSON array, or NULL for every failed job. OR IGNORE skips a job whose unique_key is
+-- meanwhile held by another live job instead of failing the whole batch. The IN term repeats
+-- the WHERE of the partial index jobs_prune so SQLite may use it to find the failed rows.
+UPDATE OR IGNORE jobs
+SET status = 'pending', run_at = :now, failures = 0, stall_count = 0,
+    failure_reason = NULL, finished_at = NULL
+WHERE status = 'failed'
+  AND status IN ('done', 'failed', 'cancelled')
+  AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
+
+-- name: save_checkpoint
+-- Fenced by the lease and status = 'running': a stale holder changes nothing.
+UPDATE jobs SET checkpoint = :value
+WHERE id = :id AND attempt = :attempt AND locked_by = :owner AND status = 'running'
+
+-- name: set_progress
+-- Fenced like save_checkpoint.
+UPDATE jobs SET progress = :value
+WHERE id = :id AND attempt = :attempt AND locked_by = :owner AND status = 'running'
+
+-- name: prune
+-- Bounded delete of old terminal jobs through jobs_prune (the IN term repeats that partial
+-- index's WHERE so SQLite can use it); LIMIT in a subquery because SQLite's DELETE ... LIMIT
+-- needs a compile-time option.
+DELETE FROM jobs WHERE id IN (
+    SELECT id FROM jobs
+    WHERE status = :status AND status IN ('done', 'failed', 'cancelled')
+      AND finished_at < :cutoff
+    ORDER BY finished_at
+    LIMIT :limit
+)
+
+-- name: leader_acquire
+-- Insert-if-absent, or take over a released/expired lease, bumping term (the fence of the
+-- leader). The upsert's WHERE makes it a no-op (no row returned) while someone holds it.
+INSERT INTO leaders (name, holder, term, expires_at)
+VALUES (:name, :holder, 1, :now + :ttl)
+ON CONFLICT (name) DO UPDATE
+SET holder = excluded.holder, term = leaders.term + 1, expires_at = excluded.expires_at
+WHERE leaders.holder IS NULL OR leaders.expires_at <= :now
+RETURNING name, holder, term, expires_at
+
+-- name: leader_renew
+-- Extend only while (holder, term) still hold an unexpired lease.
+UPDATE leaders SET expires_at = :now + :ttl
+WHERE name = :name AND holder = :holder AND term = :term AND expires_at > :now
+RETURNING name, holder, term, expires_at
+
+-- name: leader_release
+-- Fenced by (holder, term): a newer acquisition bumped term, so a stale holder cannot release
+-- it. The row stays (holder cleared) so term keeps growing.
+UPDATE leaders SET holder = NULL, expires_at = 0
+WHERE name = :name AND holder = :holder AND term = :term
+
+-- name: get_job
+-- Point lookup by primary key.
+SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
+       stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
+       finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
+       cancel_requested, errors
+FROM jobs WHERE id = :id
+
+-- name: list_jobs
+-- Keyset pagination: a range scan of the primary key from after_id; optional filters are
+-- written as (:x IS NULL OR col = :x) so one fixed statement serves every combination.
+SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
+       stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
+       finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
+       cancel_requested, errors
+FROM jobs
+WHERE id > :after_id
+  AND (:status IS NULL OR status = :status)
+  AND (:queue IS NULL OR queue = :queue)
+ORDER BY id
+LIMIT :limit
+
+-- name: counts
+-- Jobs per (queue, status); for stats, not a hot path.
+SELECT queue, status, count(*) FROM jobs GROUP BY queue, status ORDER BY queue, status
+
+-- name: register_worker
+-- Insert a worker incarnation, or refresh it (started_at is kept on refresh).
+INSERT INTO workers (id, host, pid, queues, concurrency, started_at, last_seen)
+VALUES (:id, :host, :pid, :queues, :concurrency, :now, :now)
+ON CONFLICT (id) DO UPDATE
+SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+    concurrency = excluded.concurrency, last_seen = excluded.last_seen
+
+-- name: unregister_worker
+-- A worker leaving cleanly.
+DELETE FROM workers WHERE id = :id
+
+-- name: list_workers
+-- All worker rows, oldest first.
+SELECT id, host, pid, queues, concurrency, started_at, last_seen
+FROM workers ORDER BY started_at, id

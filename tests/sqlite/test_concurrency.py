@@ -1,0 +1,198 @@
+"""Many claimers at once: threads of one process and several processes on one file."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.sqlite import _procs
+from tether.errors import StoreUnavailable
+from tether.stores.base import NewJob, Outcome
+from tether.stores.sqlite.store import SCHEMA_VERSION, SQLiteStore
+
+N_JOBS = 600
+
+
+def _check_drained(store: SQLiteStore, claims: list[tuple[int, int]], ids: list[int]) -> None:
+    dupes = [key for key, n in Counter(claims).items() if n > 1]
+    assert not dupes, f"(job, attempt) claimed twice: {dupes[:5]}"
+    assert {job_id for job_id, _ in claims} == set(ids)
+    for job in store.list_jobs(limit=N_JOBS + 1):
+        assert job.status == "done", job
+        expected = 3 if job.id % 2 else 1  # odd ids were released twice, then finished
+        assert job.attempt == expected
+        assert job.interruptions == expected - 1
+
+
+def _drain_in_thread(store: SQLiteStore, owner: str, claims: list[tuple[int, int]]) -> None:
+    while True:
+        try:
+            jobs = store.claim(owner, ["default"], 7, 300.0)
+        except StoreUnavailable:  # the contract lets callers retry transient trouble
+            continue
+        if not jobs:
+            return
+        claims.extend((job.id, job.attempt) for job in jobs)
+        outcomes = [
+            Outcome(job.lease, "released" if job.attempt < 3 and job.id % 2 else "done")
+            for job in jobs
+        ]
+        assert store.finish(outcomes) == []
+
+
+def test_threads_never_share_a_claim(
+    sqlite_store: SQLiteStore, make_store: Callable[..., SQLiteStore]
+) -> None:
+    ids = sqlite_store.enqueue([NewJob("t") for _ in range(N_JOBS)])
+    # Four threads on one store object (one connection each) + four with their own objects.
+    stores = [sqlite_store] * 4 + [make_store() for _ in range(4)]
+    per_thread: list[list[tuple[int, int]]] = [[] for _ in stores]
+    barrier = threading.Barrier(len(stores))
+
+    def run(i: int) -> None:
+        barrier.wait(30)
+        _drain_in_thread(stores[i], f"w{i}", per_thread[i])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(stores))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads)
+    _check_drained(sqlite_store, [c for claims in per_thread for c in claims], ids)
+    assert sum(1 for claims in per_thread if claims) > 1, "no concurrency happened"
+
+
+@pytest.mark.slow
+def test_processes_never_share_a_claim(sqlite_store: SQLiteStore, db_url: str) -> None:
+    ids = sqlite_store.enqueue([NewJob("t") for _ in range(N_JOBS)])
+    ctx = multiprocessing.get_context("spawn")
+    n = 3
+    barrier = ctx.Barrier(n)
+    results: Any = ctx.Queue()
+    procs = [
+        ctx.Process(target=_procs.drain, args=(db_url, f"p{i}", barrier, results)) for i in range(n)
+    ]
+    for proc in procs:
+        proc.start()
+    reports = [results.get(timeout=90) for _ in procs]
+    for proc in procs:
+        proc.join(30)
+        assert proc.exitcode == 0
+    errors = [error for _, _, error in reports if error]
+    assert not errors, errors
+    _check_drained(sqlite_store, [c for _, claims, _ in reports for c in claims], ids)
+
+
+def test_concurrent_migrate_threads(make_store: Callable[..., SQLiteStore]) -> None:
+    stores = [make_store() for _ in range(6)]
+    barrier = threading.Barrier(len(stores))
+    versions: list[int] = []
+    failures: list[BaseException] = []
+
+    def run(store: SQLiteStore) -> None:
+        try:
+            barrier.wait(30)
+            versions.append(store.migrate())
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failures, failures
+    assert versions == [SCHEMA_VERSION] * len(stores)
+    stores[0].check_schema()
+
+
+@pytest.mark.slow
+def test_concurrent_migrate_processes(db_url: str, tmp_path: Path) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    n = 3
+    barrier = ctx.Barrier(n)
+    results: Any = ctx.Queue()
+    procs = [ctx.Process(target=_procs.migrate, args=(db_url, barrier, results)) for _ in range(n)]
+    for proc in procs:
+        proc.start()
+    reports = [results.get(timeout=90) for _ in procs]
+    for proc in procs:
+        proc.join(30)
+    assert reports == [(SCHEMA_VERSION, None)] * n
+    store = SQLiteStore(db_url)
+    try:
+        store.check_schema()
+    finally:
+        store.close()
+
+
+def test_wait_for_jobs_times_out(sqlite_store: SQLiteStore) -> None:
+    start = time.monotonic()
+    assert sqlite_store.wait_for_jobs(["default"], 0.05) is False
+    assert 0.04 <= time.monotonic() - start < 1.0
+
+
+def test_wait_for_jobs_wakes_on_another_connection(
+    sqlite_store: SQLiteStore, make_store: Callable[..., SQLiteStore]
+) -> None:
+    producer = make_store()
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(sqlite_store.wait_for_jobs([], 10.0)))
+    start = time.monotonic()
+    waiter.start()
+    time.sleep(0.05)
+    producer.enqueue([NewJob("t")])
+    waiter.join(10)
+    assert woke == [True]
+    assert time.monotonic() - start < 2.0
+
+
+def test_wait_for_jobs_wakes_on_notify(sqlite_store: SQLiteStore) -> None:
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(sqlite_store.wait_for_jobs([], 10.0)))
+    waiter.start()
+    time.sleep(0.05)
+    sqlite_store.notify(["default"])
+    waiter.join(10)
+    assert woke == [True]
+
+
+def test_commit_between_claim_and_wait_is_not_missed(
+    sqlite_store: SQLiteStore, make_store: Callable[..., SQLiteStore]
+) -> None:
+    assert sqlite_store.claim("w", ["default"], 10, 30.0) == []
+    make_store().enqueue([NewJob("t")])  # lands before the wait starts
+    start = time.monotonic()
+    assert sqlite_store.wait_for_jobs(["default"], 10.0) is True
+    assert time.monotonic() - start < 1.0
+    # ...and the next wait does not spin on the same change.
+    assert sqlite_store.wait_for_jobs(["default"], 0.05) is False
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_store_survives_fork(sqlite_store: SQLiteStore) -> None:
+    job_id = sqlite_store.enqueue([NewJob("t")])[0]  # the parent has an open connection
+    ctx = multiprocessing.get_context("fork")
+    results: Any = ctx.Queue()
+
+    def child() -> None:
+        jobs = sqlite_store.claim("child", ["default"], 10, 30.0)
+        results.put([job.id for job in jobs])
+
+    proc = ctx.Process(target=child)
+    proc.start()
+    assert results.get(timeout=30) == [job_id]
+    proc.join(30)
+    assert proc.exitcode == 0
+    job = sqlite_store.get_job(job_id)
+    assert job is not None
+    assert (job.status, job.locked_by) == ("running", "child")
