@@ -1,0 +1,48 @@
+"""Fixtures for the PostgreSQL-specific tests: a schema per test (or per module)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.servers import PG_DSN, isolated_url
+from tether.stores.postgres.store import PostgresStore
+
+
+@pytest.fixture
+def pg_url(tmp_path: Path) -> Iterator[str]:
+    with isolated_url("postgres", tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def open_pg(pg_url: str) -> Iterator[Callable[..., PostgresStore]]:
+    """Open (and later close) stores on the test's schema; the first call migrates."""
+    opened: list[PostgresStore] = []
+
+    def _open(**options: Any) -> PostgresStore:
+        store = PostgresStore(pg_url, **options)
+        opened.append(store)
+        return store
+
+    yield _open
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def pg(open_pg: Callable[..., PostgresStore]) -> PostgresStore:
+    store = open_pg()
+    store.migrate()
+    return store
+
+
+@pytest.fixture
+def admin() -> Iterator[psycopg.Connection[Any]]:
+    """A plain autocommit connection for inspecting and poking the server."""
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        yield conn

@@ -1,0 +1,181 @@
+"""The hot statements stay index scans when the table holds a million finished jobs.
+
+One module-scoped schema: 1,000,000 ``done`` rows inserted with ``generate_series`` (fast),
+plus a few pending and running jobs, then ANALYZE. Each named query from ``queries.sql`` is
+EXPLAINed twice: with its parameter values (the custom plan of the first executions) and as a
+server-side prepared statement under ``plan_cache_mode = force_generic_plan`` (the plan
+psycopg's automatic prepared statements may settle on).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.servers import isolated_url
+from tether.stores.base import Lease, NewJob
+from tether.stores.postgres.store import QUERIES, PostgresStore
+
+BULK = 1_000_000
+_PARAM = re.compile(r"%\((\w+)\)s")
+
+pytestmark = pytest.mark.slow
+
+
+class Bulk:
+    def __init__(self, store: PostgresStore, conn: psycopg.Connection[Any]) -> None:
+        self.store = store
+        self.conn = conn
+        self.leases: list[Lease] = []
+
+
+@pytest.fixture(scope="module")
+def bulk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bulk]:
+    with isolated_url("postgres", tmp_path_factory.mktemp("pg")) as url:
+        store = PostgresStore(url)
+        try:
+            store.migrate()
+            conn = psycopg.connect(store._connector.dsn, autocommit=True)
+            conn.execute(f'SET search_path TO "{store.schema}"')
+            conn.execute(
+                """
+                INSERT INTO jobs (task, queue, payload, status, priority, run_at, attempt,
+                                  max_attempts, max_stalls, created_at, started_at,
+                                  finished_at, result)
+                SELECT 'bulk.task', 'default', '[[], {}]', 'done', 0,
+                       now() - interval '2 days', 1, 5, 3, now() - interval '2 days',
+                       now() - interval '2 days', now() - g * interval '1 millisecond', 'null'
+                FROM generate_series(1, %s) AS g
+                """,
+                (BULK,),
+            )
+            store.enqueue([NewJob("t", queue=q) for q in ("default", "other") for _ in range(5)])
+            held = store.claim("w1", ["default"], 3, 30)
+            fixture = Bulk(store, conn)
+            fixture.leases = [job.lease for job in held]
+            conn.execute("ANALYZE jobs")
+            yield fixture
+            conn.close()
+        finally:
+            store.close()
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def _explain_custom(bulk: Bulk, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    with bulk.conn.transaction(force_rollback=True):
+        row = bulk.conn.execute(
+            b"EXPLAIN (FORMAT JSON) " + QUERIES[name].encode(), params
+        ).fetchone()
+    assert row is not None
+    return list(_nodes(row[0][0]["Plan"]))
+
+
+def _explain_generic(bulk: Bulk, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    order: list[str] = []
+    for key in _PARAM.findall(QUERIES[name]):
+        if key not in order:
+            order.append(key)
+    text = _PARAM.sub(lambda m: f"${order.index(m.group(1)) + 1}", QUERIES[name])
+    conn = bulk.conn
+    # A client-side cursor inlines the values as literals, which EXECUTE coerces to the
+    # parameter types PREPARE inferred (server-side parameters of EXPLAIN stay untyped).
+    cursor = psycopg.ClientCursor(conn)
+    conn.execute(b"PREPARE tether_explain AS " + text.encode())
+    try:
+        with conn.transaction(force_rollback=True):
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            args = f"({', '.join(['%s'] * len(order))})" if order else ""
+            row = cursor.execute(
+                f"EXPLAIN (FORMAT JSON) EXECUTE tether_explain{args}".encode(),
+                [params[key] for key in order],
+            ).fetchone()
+    finally:
+        conn.execute("DEALLOCATE tether_explain")
+    assert row is not None
+    return list(_nodes(row[0][0]["Plan"]))
+
+
+def _assert_index_only(nodes: list[dict[str, Any]], indexes: set[str]) -> None:
+    """No Seq Scan on jobs, and at least one scan through one of the expected indexes."""
+    on_jobs = [node for node in nodes if node.get("Relation Name") == "jobs"]
+    kinds = [(node["Node Type"], node.get("Index Name")) for node in on_jobs]
+    assert not any(kind == "Seq Scan" for kind, _ in kinds), kinds
+    assert any(name in indexes for _, name in kinds), kinds
+
+
+def _params(bulk: Bulk, name: str) -> dict[str, Any]:
+    leases = bulk.leases
+    base: dict[str, Any] = {"now": None}
+    return (
+        base
+        | {
+            "claim": {"queue": "default", "limit": 100, "owner": "w2", "ttl": 30.0},
+            "claim_queues": {
+                "queues": ["default", "other"],
+                "limit": 100,
+                "owner": "w2",
+                "ttl": 30.0,
+            },
+            "heartbeat": {
+                "worker": "w1",
+                "ids": [lease.job_id for lease in leases],
+                "attempts": [lease.attempt for lease in leases],
+                "owners": [lease.owner for lease in leases],
+                "ttl": 30.0,
+            },
+            "finish": {
+                "ids": [lease.job_id for lease in leases],
+                "attempts": [lease.attempt for lease in leases],
+                "owners": [lease.owner for lease in leases],
+                "kinds": ["done"] * len(leases),
+                "results": ["1"] * len(leases),
+                "errors": [None] * len(leases),
+                "reasons": [None] * len(leases),
+                "delays": [0.0] * len(leases),
+            },
+            "reap_expired": {"grace": 0.0, "limit": 1000, "error": "worker lease expired"},
+            "next_lease_expiry": {},
+            "prune": {"status": "done", "older_than": 3600.0, "limit": 1000},
+        }[name]
+    )
+
+
+# Fenced batch writes may probe the primary key per lease or walk the (small) running set.
+FENCED = {"jobs_pkey", "jobs_reap_idx"}
+CASES = [
+    ("claim", {"jobs_claim_idx"}),
+    ("claim_queues", {"jobs_claim_idx"}),
+    ("heartbeat", FENCED),
+    ("finish", FENCED),
+    ("reap_expired", {"jobs_reap_idx"}),
+    ("next_lease_expiry", {"jobs_reap_idx"}),
+    ("prune", {"jobs_prune_idx"}),
+]
+
+
+@pytest.mark.parametrize(("name", "index"), CASES)
+def test_custom_plan_uses_index(bulk: Bulk, name: str, index: set[str]) -> None:
+    _assert_index_only(_explain_custom(bulk, name, _params(bulk, name)), index)
+
+
+@pytest.mark.parametrize(("name", "index"), CASES)
+def test_generic_plan_uses_index(bulk: Bulk, name: str, index: set[str]) -> None:
+    _assert_index_only(_explain_generic(bulk, name, _params(bulk, name)), index)
+
+
+def test_claim_and_reap_really_work_on_the_big_table(bulk: Bulk) -> None:
+    store = bulk.store
+    claimed = store.claim("w3", ["other"], 10, 30)
+    assert len(claimed) == 5
+    t = store.now()
+    reaped = store.reap_expired(now=t + 60, limit=1000)
+    assert {r.job_id for r in reaped} >= {job.id for job in claimed}
