@@ -80,3 +80,23 @@ def test_enqueue_wakes_a_waiter_on_another_connection(
     woken, elapsed = _wake_with(waiter, lambda: store.enqueue([NewJob("t")]))
     assert woken is True
     assert elapsed < WAIT / 2
+
+
+def test_reap_wakes_a_waiter_on_another_connection(
+    store: Store, open_another: Callable[[], Store]
+) -> None:
+    """A job the reaper hands back must reach idle workers at once, not at their next poll."""
+    t0 = store.now()
+    jobs = 60
+    store.enqueue([NewJob("t") for _ in range(jobs)], now=t0)
+    store.claim("dead-worker", ["default"], jobs, 1.0, now=t0)
+    waiter = open_another()
+    later = iter(range(1, jobs + 1))
+
+    def reap_one() -> None:
+        # One expired lease per poke: a poke before the waiter subscribed may be missed.
+        store.reap_expired(0.0, now=t0 + 10 + next(later, jobs), limit=1)
+
+    woken, elapsed = _wake_with(waiter, reap_one)
+    assert woken is True
+    assert elapsed < WAIT / 2

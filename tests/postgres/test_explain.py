@@ -142,7 +142,8 @@ def _params(bulk: Bulk, name: str) -> dict[str, Any]:
                 "reasons": [None] * len(leases),
                 "delays": [0.0] * len(leases),
             },
-            "reap_expired": {"grace": 0.0, "limit": 1000, "error": "worker lease expired"},
+            "reap_expired": {"grace": 0.0, "limit": 1000, "error": "worker lease expired",
+                             "channel": "t_explain_jobs"},
             "next_lease_expiry": {},
             "prune": {"status": "done", "older_than": 3600.0, "limit": 1000},
         }[name]

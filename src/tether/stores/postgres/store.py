@@ -290,7 +290,8 @@ class PostgresStore:
     ) -> list[Reaped]:
         if limit <= 0:
             return []
-        params = {"grace": stall_grace, "now": now, "limit": limit, "error": REAPED_ERROR}
+        params = {"grace": stall_grace, "now": now, "limit": limit, "error": REAPED_ERROR,
+                  "channel": self.channel}
         return [
             Reaped(int(i), int(a), str(o), cast(JobStatus, s), int(n))
             for i, a, o, s, n in self._rows("reap_expired", params)
