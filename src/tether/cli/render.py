@@ -25,7 +25,10 @@ def short(text: str | None, width: int = 48) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO = sys.stdout) -> None:
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], out: TextIO | None = None
+) -> None:
+    out = out or sys.stdout
     cells = [[str(c) for c in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     print("  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True)), file=out)
@@ -43,12 +46,14 @@ def job_dict(job: Job) -> dict[str, Any]:
     return data
 
 
-def dump_json(value: Any, out: TextIO = sys.stdout) -> None:
+def dump_json(value: Any, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     json.dump(value, out, indent=2, sort_keys=True, default=str)
     out.write("\n")
 
 
-def jobs_table(jobs: Sequence[Job], out: TextIO = sys.stdout) -> None:
+def jobs_table(jobs: Sequence[Job], out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     table(
         ["id", "task", "queue", "status", "attempt", "stalls", "run_at", "error"],
         [[j.id, short(j.task, 32), j.queue, j.status, j.attempt, j.stall_count, when(j.run_at),
@@ -57,7 +62,8 @@ def jobs_table(jobs: Sequence[Job], out: TextIO = sys.stdout) -> None:
     )
 
 
-def job_detail(job: Job, out: TextIO = sys.stdout) -> None:
+def job_detail(job: Job, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     data = job_dict(job)
     errors = data.pop("errors")
     width = max(len(k) for k in data)
