@@ -71,6 +71,19 @@ def cmd_dlq(args: argparse.Namespace) -> int:
     return 0 if moved or args.all else 1
 
 
+def durability_warnings(extra: dict[str, str]) -> list[str]:
+    """Settings under which a store can silently lose jobs (see docs/stores.md)."""
+    warnings = []
+    if extra.get("aof_enabled") == "0":
+        warnings.append("Redis append-only file is off: a restart loses recent jobs "
+                        "(set appendonly yes)")
+    policy = extra.get("maxmemory_policy")
+    if policy not in (None, "?", "noeviction"):
+        warnings.append(f"Redis maxmemory-policy is {policy}: eviction can delete jobs "
+                        "(set noeviction)")
+    return warnings
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     store = _store(args)
     try:
@@ -85,10 +98,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
         dump_json({
             "store": info.kind, "schema_version": info.schema_version,
             "queues": {q: {s: grid.get((q, s), 0) for s in STATUSES} for q in queues},
-            "workers": [w.id for w in workers],
+            "workers": [w.id for w in workers], "store_info": info.extra,
+            "warnings": durability_warnings(info.extra),
         })
         return 0
     print(f"store: {info.kind} (schema v{info.schema_version})  workers: {len(workers)}")
+    for warning in durability_warnings(info.extra):
+        print(f"warning: {warning}")
     table(["queue", *STATUSES], [[q, *(grid.get((q, s), 0) for s in STATUSES)] for q in queues])
     if workers:
         print()
