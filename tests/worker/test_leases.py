@@ -107,14 +107,18 @@ def test_lost_lease_interrupts_handler_and_rejects_its_write(make_app: MakeApp) 
 
 
 class FlakyStore:
-    """Fault injection at the store seam: the real store, unreachable on demand."""
+    """Fault injection at the store seam: the real store, unreachable or hanging on demand."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.down = False
+        self.hang = threading.Event()  # set: calls hang until released
+        self.release = threading.Event()
 
     def heartbeat(self, owner: str, leases: list[Lease], ttl: float,
                   **kw: Any) -> HeartbeatResult:
+        if self.hang.is_set():
+            self.release.wait(30)
         if self.down:
             raise StoreUnavailable("injected: connection refused")
         result: HeartbeatResult = self.inner.heartbeat(owner, leases, ttl, **kw)
@@ -150,3 +154,30 @@ def test_unreachable_store_loses_the_lease_after_lease_ttl(make_app: MakeApp) ->
         # trust window, is the ground truth for writes.
         wait_until(lambda: status(app, job_id) == "done")
     assert app.get_job(job_id).attempt == 1
+
+
+def test_hanging_heartbeat_still_loses_the_lease_within_lease_ttl(make_app: MakeApp) -> None:
+    """A heartbeat stuck on a dead connection must not stretch the trust window."""
+    app = make_app(lease_ttl=1.0, reaper_interval=0)
+    interrupted = threading.Event()
+
+    @app.task
+    def careful() -> None:
+        job = tether.current_job()
+        while not job.wait(0.01):
+            pass
+        if job.stop_reason == "LeaseInterrupted":
+            interrupted.set()
+
+    job_id = careful.enqueue()
+    with running(app, concurrency=1) as worker:
+        flaky = FlakyStore(worker.heartbeater.store)
+        worker.heartbeater.store = flaky  # type: ignore[assignment]
+        wait_until(lambda: status(app, job_id) == "running")
+        flaky.hang.set()
+        cut = time.monotonic()
+        try:
+            assert interrupted.wait(5), "handler was not interrupted while the call hung"
+            assert time.monotonic() - cut <= 1.0 + 0.5
+        finally:
+            flaky.release.set()

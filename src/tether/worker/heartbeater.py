@@ -12,7 +12,8 @@ Invariants:
   wasted work.
 * When the store cannot be reached, a lease whose local trust window (see registry) has run out
   is treated as lost in exactly the same way, so a partitioned worker stops by itself no later
-  than the reaper can hand its job to someone else.
+  than the reaper can hand its job to someone else. A separate watch thread enforces the window,
+  so it holds even while a heartbeat call hangs on a dead connection.
 """
 
 from __future__ import annotations
@@ -51,16 +52,28 @@ class Heartbeater:
         self._on_fatal = on_fatal
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tether-heartbeat", daemon=True)
+        self._watch = threading.Thread(target=self._watch_trust, name="tether-lease-watch",
+                                       daemon=True)
         self.beats = 0  # statements sent, for tests and benchmarks
         self.failures = 0
 
     def start(self) -> None:
         self._thread.start()
+        self._watch.start()
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout)
+
+    def _watch_trust(self) -> None:
+        """Expire leases whose trust window ended, whatever the heartbeat call is doing."""
+        try:
+            while not self._stop.wait(min(self.interval, 0.25)):
+                self._expire_untrusted(self.registry.to_renew(), clock.monotonic())
+        except BaseException as exc:
+            log.critical("lease watch died; stopping the worker", exc_info=True)
+            self._on_fatal(exc)
 
     def _run(self) -> None:
         try:
@@ -95,7 +108,7 @@ class Heartbeater:
     def _expire_untrusted(self, entries: list[Running], now: float) -> None:
         for entry in entries:
             if entry.trusted_until <= now:
-                self._lost(entry, "not renewed within lease_ttl (store unreachable)")
+                self._lost(entry, "not renewed within lease_ttl (store unreachable or slow)")
 
     def _lost(self, entry: Running, why: str) -> None:
         if entry.lost:

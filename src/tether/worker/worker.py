@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from tether import clock
 from tether.context import JobContext
-from tether.errors import ShuttingDown, StoreError
+from tether.errors import LeaseInterrupted, ShuttingDown, StoreError
 from tether.maintenance.maintainer import Maintainer
 from tether.stores import open_store
 from tether.stores.base import Job, Outcome, Store, WorkerInfo
@@ -140,7 +140,8 @@ class Worker:
             log.warning("handed back %d lease(s)", len(batch))
 
     def _close(self) -> None:
-        self.shutdown.request("closing") if self.shutdown.phase == Phase.RUNNING else None
+        if self.shutdown.phase == Phase.RUNNING:
+            self.shutdown.request("closing")
         for part in (self.maintainer, self.heartbeater):
             if part is not None:
                 part.stop()
@@ -218,8 +219,6 @@ class Worker:
         task = self.app.tasks[entry.ctx.task]
         log.warning("job %s attempt %s timed out after %ss", entry.ctx.id, entry.ctx.attempt,
                     task.options.timeout)
-        from tether.errors import LeaseInterrupted
-
         entry.interrupt(LeaseInterrupted)
         self._settle(entry, Outcome(
             entry.lease, "error", error=f"timed out after {task.options.timeout}s",

@@ -98,6 +98,13 @@ class Connector:
             "prepare_threshold": prepare_threshold,
             "application_name": self.application_name,
             "connect_timeout": connect_timeout,
+            # A peer that vanished (host down, partition) must not hang a heartbeat or a claim
+            # forever: keepalives notice a silent peer, tcp_user_timeout bounds unacked sends.
+            "keepalives": 1,
+            "keepalives_idle": 5,
+            "keepalives_interval": 2,
+            "keepalives_count": 3,
+            "tcp_user_timeout": 10_000,
         }
         self._own: weakref.WeakSet[Conn] = weakref.WeakSet()
         # Fail fast with the real reason (wrong host, password, database) instead of a pool
