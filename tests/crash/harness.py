@@ -1,0 +1,210 @@
+"""Real worker subprocesses for the crash tests, and condition waits on the store.
+
+Nothing here sleeps in place of a condition: :func:`wait_for` polls a predicate (usually a
+store read) until it holds or a deadline passes, and fails with what it last saw.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tether.config import Settings, make_settings
+from tether.stores.base import Job, Store
+from tether.task import make_new_job
+
+REPO = Path(__file__).resolve().parents[2]
+APP = "tests.crash.apps:app"
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T | None], timeout: float, what: str,
+             interval: float = 0.02) -> T:
+    """Poll ``predicate`` until it returns something truthy; return that. Fail after
+    ``timeout`` seconds naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.1f}s waiting for {what} "
+                                 f"(last value: {value!r})")
+        time.sleep(interval)
+
+
+def pid_of(owner: str | None) -> int | None:
+    """The pid inside a worker id ``host:pid:uuid``."""
+    if not owner:
+        return None
+    try:
+        return int(owner.rsplit(":", 2)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def enqueue(store: Store, task: str, *args: Any, n: int = 1, max_attempts: int = 5,
+            max_stalls: int = 3, **kwargs: Any) -> list[int]:
+    return store.enqueue([make_new_job(task, args, kwargs, max_attempts=max_attempts,
+                                       max_stalls=max_stalls) for _ in range(n)])
+
+
+def get(store: Store, job_id: int) -> Job:
+    job = store.get_job(job_id)
+    assert job is not None, f"job {job_id} vanished from the store"
+    return job
+
+
+def jobs(store: Store, ids: list[int]) -> list[Job]:
+    return [get(store, i) for i in ids]
+
+
+def held_by(store: Store, pid: int) -> list[Job]:
+    return [j for j in store.list_jobs(status="running", limit=1000) if pid_of(j.locked_by) == pid]
+
+
+def all_in(store: Store, ids: list[int], status: str) -> list[Job] | None:
+    snapshot = jobs(store, ids)
+    return snapshot if all(j.status == status for j in snapshot) else None
+
+
+def result_of(job: Job) -> dict[str, Any]:
+    return json.loads(job.result) if job.result else {}
+
+
+class Worker:
+    """One ``tether worker`` subprocess, its log, and the signals the tests send it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], log: Path, name: str) -> None:
+        self.proc = proc
+        self.log = log
+        self.name = name
+        self.stopped = False
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, sig: signal.Signals) -> float:
+        """Send ``sig``; returns the wall time just before sending it."""
+        at = time.time()
+        os.kill(self.pid, sig)
+        if sig == signal.SIGSTOP:
+            self.stopped = True
+        elif sig == signal.SIGCONT:
+            self.stopped = False
+        return at
+
+    def kill(self) -> float:
+        """SIGKILL and reap; returns the wall time of the kill."""
+        at = self.send(signal.SIGKILL)
+        self.proc.wait(10)
+        return at
+
+    def log_text(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")
+        except OSError as exc:
+            return f"<no log: {exc}>"
+
+    def logged(self, text: str) -> bool:
+        return text in self.log_text()
+
+    def __repr__(self) -> str:
+        return f"<worker {self.name} pid={self.pid} rc={self.proc.poll()}>"
+
+
+class Cluster:
+    """The worker processes of one test, all on the test's isolated store URL."""
+
+    def __init__(self, url: str, folder: Path, *, lease_ttl: float = 2.0,
+                 shutdown_timeout: float = 10.0) -> None:
+        self.url = url
+        self.folder = folder
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.lease_ttl = lease_ttl
+        self.shutdown_timeout = shutdown_timeout
+        self.settings: Settings = make_settings(lease_ttl=lease_ttl)
+        self.workers: list[Worker] = []
+
+    def spawn(self, concurrency: int = 2, *extra: str) -> Worker:
+        name = f"w{len(self.workers)}"
+        log = self.folder / f"{name}.log"
+        env = dict(
+            os.environ,
+            TETHER_URL=self.url,
+            TETHER_TEST_DIR=str(self.folder),
+            TETHER_TEST_LEASE_TTL=str(self.lease_ttl),
+            TETHER_TEST_SHUTDOWN_TIMEOUT=str(self.shutdown_timeout),
+            TETHER_LOG_LEVEL="INFO",
+            PYTHONUNBUFFERED="1",
+        )
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "tether.cli.main", "worker", APP, "-c", str(concurrency),
+                 *extra],
+                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+            )
+        worker = Worker(proc, log, name)
+        self.workers.append(worker)
+        return worker
+
+    def wait_registered(self, store: Store, *workers: Worker, timeout: float = 20.0) -> None:
+        """Until every given worker has registered its row in the store (it is claiming)."""
+        def ready() -> bool:
+            for w in workers:
+                assert w.alive(), f"{w} exited before registering:\n{w.log_text()}"
+            pids = {info.pid for info in store.list_workers()}
+            return all(w.pid in pids for w in workers)
+
+        wait_for(ready, timeout, f"workers {[w.pid for w in workers]} to register")
+
+    def records(self, kind: str) -> list[dict[str, Any]]:
+        """Every record of ``kind`` (``runs`` or ``events``) from every worker, by time."""
+        out: list[dict[str, Any]] = []
+        for path in self.folder.glob(f"{kind}-*.jsonl"):
+            for line in path.read_text().splitlines():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:  # a line still being written
+                    continue
+        return sorted(out, key=lambda r: r["t"])
+
+    def close(self) -> None:
+        """SIGCONT what is stopped, SIGKILL what is still alive (by pid), and reap all."""
+        for w in self.workers:
+            if w.alive() and w.stopped:
+                try:
+                    w.send(signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+        for w in self.workers:
+            if w.alive():
+                try:
+                    os.kill(w.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                w.proc.wait(10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - should never happen
+                pass
+
+    def report(self) -> list[tuple[str, str]]:
+        """(title, text) sections: every worker's log and the records, for failure reports."""
+        sections = [(f"{w.name} pid={w.pid} rc={w.proc.poll()} log", w.log_text()[-20000:])
+                    for w in self.workers]
+        for kind in ("runs", "events"):
+            lines = [json.dumps(r) for r in self.records(kind)]
+            if lines:
+                sections.append((f"{kind} records", "\n".join(lines[-300:])))
+        return sections
