@@ -16,13 +16,14 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolClosed
 
 from tether.errors import ConfigError, SchemaError, StoreUnavailable
+from tether.stores.urls import redact, take_param
 
 DEFAULT_SCHEMA = "tether"
 # A schema name must also leave room for the "_jobs" NOTIFY channel within NAMEDATALEN (63).
@@ -35,28 +36,16 @@ Conn = psycopg.Connection[Any]
 
 def split_url(url: str) -> tuple[str, str]:
     """(DSN for psycopg without tether's own ``schema`` parameter, validated schema name)."""
-    parts = urlsplit(url)
-    if parts.scheme.lower() not in ("postgresql", "postgres"):
+    if urlsplit(url).scheme.lower() not in ("postgresql", "postgres"):
         raise ConfigError(f"not a PostgreSQL URL: {redact(url)!r}")
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schemas = [value for key, value in query if key == "schema"]
-    schema = schemas[-1] if schemas else DEFAULT_SCHEMA
+    dsn, given = take_param(url, "schema")
+    schema = DEFAULT_SCHEMA if given is None else given
     if not _IDENT.match(schema):
         raise ConfigError(
             f"invalid schema name {schema!r} in {redact(url)!r}: use letters, digits and "
             "underscores (at most 58 characters, not starting with a digit)"
         )
-    rest = urlencode([(key, value) for key, value in query if key != "schema"])
-    return urlunsplit(parts._replace(query=rest)), schema
-
-
-def redact(url: str) -> str:
-    """The URL with any password replaced, for messages and ``info()``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    return dsn, schema
 
 
 def one_line(exc: BaseException) -> str:

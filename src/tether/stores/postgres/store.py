@@ -47,8 +47,9 @@ from tether.stores.base import (
     WorkerInfo,
 )
 from tether.stores.postgres import migrate as migrations
-from tether.stores.postgres.connect import Conn, Connector, redact
+from tether.stores.postgres.connect import Conn, Connector
 from tether.stores.postgres.listen import Listener
+from tether.stores.urls import redact
 
 QUERIES = named.load("tether.stores.postgres", "queries.sql")
 _KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})

@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from tether.errors import ConfigError, StoreError, StoreUnavailable
+from tether.stores.urls import redact, take_param
 
 _TRANSIENT = frozenset({"READONLY", "BUSY", "MASTERDOWN", "TRYAGAIN", "LOADING"})
 
@@ -35,22 +36,9 @@ def io() -> Iterator[None]:
 
 def split_url(url: str) -> tuple[str, str | None]:
     """The URL for redis-py (without ``prefix``) and the prefix given in it, if any."""
-    parts = urlsplit(url)
-    if parts.scheme.lower() not in ("redis", "rediss"):
-        raise ConfigError(f"not a redis URL: {url!r}")
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    given = [v for k, v in pairs if k == "prefix"]
-    rest = urlencode([(k, v) for k, v in pairs if k != "prefix"])
-    return urlunsplit(parts._replace(query=rest)), (given[-1] if given else None)
-
-
-def redact(url: str) -> str:
-    """The URL with its password hidden, for display."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    if urlsplit(url).scheme.lower() not in ("redis", "rediss"):
+        raise ConfigError(f"not a redis URL: {redact(url)!r}")
+    return take_param(url, "prefix")
 
 
 def connect(url: str, options: dict[str, Any]) -> redis.Redis:

@@ -68,8 +68,9 @@ from tether.stores.base import (
     WorkerInfo,
 )
 from tether.stores.redis import _codec as codec
-from tether.stores.redis._conn import connect, io, redact, split_url
+from tether.stores.redis._conn import connect, io, split_url
 from tether.stores.redis._waker import Waker
+from tether.stores.urls import redact
 
 SCHEMA_VERSION = 1
 DEFAULT_PREFIX = "tether"
