@@ -180,3 +180,15 @@ def test_claim_and_reap_really_work_on_the_big_table(bulk: Bulk) -> None:
     t = store.now()
     reaped = store.reap_expired(now=t + 60, limit=1000)
     assert {r.job_id for r in reaped} >= {job.id for job in claimed}
+
+
+@pytest.mark.parametrize("explain", [_explain_custom, _explain_generic])
+def test_reap_writes_by_primary_key(bulk: Bulk, explain: Any) -> None:
+    """The reap CTE walks the partial reap index; the UPDATE must then join back by primary
+    key. Joining through the reap index again (as a repeated ``status = 'running'`` invited)
+    probes the whole running set per expired row: quadratic in a mass expiry."""
+    nodes = explain(bulk, "reap_expired", _params(bulk, "reap_expired"))
+    on_jobs = [(n["Node Type"], n.get("Index Name")) for n in nodes
+               if n.get("Relation Name") == "jobs"]
+    assert any(name == "jobs_reap_idx" for _, name in on_jobs), on_jobs
+    assert any(name == "jobs_pkey" for _, name in on_jobs), on_jobs

@@ -288,7 +288,11 @@ SET stall_count = j.stall_count + 1,
     locked_by = NULL,
     lease_until = NULL
 FROM due d CROSS JOIN clock c
-WHERE j.id = d.id AND j.attempt = d.attempt AND j.status = 'running'
+-- By primary key only. The CTE holds FOR UPDATE locks on exactly these rows, so nobody can
+-- have changed them since it re-checked them; repeating "status = 'running'" here let the
+-- planner (with statistics taken while few jobs ran) probe the partial reap index per row and
+-- go quadratic: 9,000 expired leases took 7.5 s instead of milliseconds.
+WHERE j.id = d.id
 RETURNING j.id, j.attempt, d.locked_by, j.status, j.stall_count, j.queue
 ), woke AS (
     SELECT count(pg_notify(%(channel)s, q.queue)) AS n
