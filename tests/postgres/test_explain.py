@@ -9,6 +9,7 @@ psycopg's automatic prepared statements may settle on).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -133,14 +134,12 @@ def _params(bulk: Bulk, name: str) -> dict[str, Any]:
                 "ttl": 30.0,
             },
             "finish": {
-                "ids": [lease.job_id for lease in leases],
-                "attempts": [lease.attempt for lease in leases],
-                "owners": [lease.owner for lease in leases],
-                "kinds": ["done"] * len(leases),
-                "results": ["1"] * len(leases),
-                "errors": [None] * len(leases),
-                "reasons": [None] * len(leases),
-                "delays": [0.0] * len(leases),
+                "batch": json.dumps([
+                    {"id": lease.job_id, "attempt": lease.attempt, "owner": lease.owner,
+                     "kind": "done", "result": "1", "error": None, "reason": None,
+                     "retry_delay": 0.0}
+                    for lease in leases
+                ]),
             },
             "reap_expired": {"grace": 0.0, "limit": 1000, "error": "worker lease expired",
                              "channel": "t_explain_jobs"},

@@ -133,4 +133,4 @@ class Completer:
                 detail = {"error": p.outcome.error} if p.outcome.error else {}
                 self.events.emit(p.event, job_id=ctx.id, attempt=ctx.attempt,
                                  worker=self.owner, detail=detail)
-            self.registry.mark(p.entry, settled=True)
+        self.registry.mark_many([p.entry for p in batch], settled=True)

@@ -6,9 +6,12 @@ lease at its own now, which is never earlier than that send, so the store's expi
 earlier than ours: when the store cannot be reached, the worker gives the job up no later than
 the reaper could take it.
 
-An entry leaves the registry only when both its handler has returned and its outcome is settled
-(written, rejected, or not to be written), so a slot is never reused while a handler thread still
-runs, and the heartbeater keeps renewing until the outcome has landed.
+A *slot* is taken while a handler runs; it frees the moment the handler returns, so the next
+claim overlaps the write of the previous outcomes (claim, run and finish are pipelined instead of
+serial). The *entry* stays until its outcome is settled (written, rejected, or not to be
+written), so the heartbeater keeps renewing the lease until the outcome has landed. Entries are
+capped at twice the slots, so a slow store cannot pile up unwritten outcomes. Entries are keyed
+by lease, so a self-zombie's old entry never collides with a new claim of the same job.
 """
 
 from __future__ import annotations
@@ -48,20 +51,21 @@ class Running:
 class Registry:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._entries: dict[int, Running] = {}
+        self._entries: dict[Lease, Running] = {}
+        self._busy = 0  # handlers that have not returned yet
         self._cond = threading.Condition()
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def free(self) -> int:
-        return self.capacity - len(self._entries)
+        return min(self.capacity - self._busy, 2 * self.capacity - len(self._entries))
 
     def wait_free(self, timeout: float, stop: Callable[[], bool]) -> int:
         """Block until a slot is free (or stop() or timeout); returns free slots."""
         with self._cond:
-            self._cond.wait_for(lambda: stop() or len(self._entries) < self.capacity, timeout)
-            return self.capacity - len(self._entries)
+            self._cond.wait_for(lambda: stop() or self.free() > 0, timeout)
+            return self.free()
 
     def wait_empty(self, timeout: float | None) -> bool:
         with self._cond:
@@ -69,10 +73,8 @@ class Registry:
 
     def add(self, entry: Running) -> None:
         with self._cond:
-            self._entries[entry.ctx.id] = entry
-
-    def get(self, job_id: int) -> Running | None:
-        return self._entries.get(job_id)
+            self._entries[entry.lease] = entry
+            self._busy += 1
 
     def entries(self) -> list[Running]:
         with self._cond:
@@ -87,11 +89,26 @@ class Registry:
             ]
 
     def mark(self, entry: Running, *, returned: bool = False, settled: bool = False) -> None:
+        self.mark_many([entry], returned=returned, settled=settled)
+
+    def mark_many(self, entries: list[Running], *, returned: bool = False,
+                  settled: bool = False) -> None:
+        """Record handlers returning and/or outcomes settling, under one lock acquisition.
+
+        Waiters are woken only on a change they can act on (a slot freed while none was, or the
+        registry emptied): a wake-up per job would make the fetcher fight every handler thread
+        for the GIL.
+        """
         with self._cond:
-            entry.returned |= returned
-            entry.settled |= settled
-            if entry.returned and entry.settled and self._entries.get(entry.ctx.id) is entry:
-                del self._entries[entry.ctx.id]
+            was_free = self.free()
+            for entry in entries:
+                if returned and not entry.returned:
+                    entry.returned = True
+                    self._busy -= 1
+                entry.settled |= settled
+                if entry.returned and entry.settled and self._entries.get(entry.lease) is entry:
+                    del self._entries[entry.lease]
+            if (was_free <= 0 < self.free()) or not self._entries:
                 self._cond.notify_all()
 
     def settle_once(self, entry: Running) -> bool:

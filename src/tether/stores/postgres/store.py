@@ -22,6 +22,8 @@ transaction without committing, or use :meth:`PostgresStore.transaction`.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, cast
@@ -262,17 +264,13 @@ class PostgresStore:
         if not batch:
             return []
         ordered = [batch[job_id] for job_id in sorted(batch)]
-        params = {
-            "now": now,
-            "ids": [o.lease.job_id for o in ordered],
-            "attempts": [o.lease.attempt for o in ordered],
-            "owners": [o.lease.owner for o in ordered],
-            "kinds": [o.kind for o in ordered],
-            "results": [o.result for o in ordered],
-            "errors": [o.error for o in ordered],
-            "reasons": [_reason(o) for o in ordered],
-            "delays": [float(o.retry_delay) for o in ordered],
-        }
+        batch_json = json.dumps([
+            {"id": o.lease.job_id, "attempt": o.lease.attempt, "owner": o.lease.owner,
+             "kind": o.kind, "result": o.result, "error": o.error, "reason": _reason(o),
+             "retry_delay": float(o.retry_delay)}
+            for o in ordered
+        ])
+        params = {"now": now, "batch": batch_json}
         accepted = {Lease(int(i), int(a), str(w)) for i, a, w in self._rows("finish", params, conn)}
         return list(dict.fromkeys(o.lease for o in outcomes if o.lease not in accepted))
 
