@@ -23,7 +23,6 @@ transaction without committing, or use :meth:`PostgresStore.transaction`.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, cast
