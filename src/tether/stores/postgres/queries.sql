@@ -47,6 +47,25 @@ SELECT set_config('search_path', current_setting('tether.saved_search_path'), tr
 -- The database clock every lease is measured against.
 SELECT extract(epoch FROM now())::float8
 
+-- name: enqueue_one
+-- The single-job fast path (no unique_key): a plain INSERT ... VALUES, without the batch
+-- statement's unnest, ordinality and ON CONFLICT machinery, which cost as much again as the
+-- insert itself for one row. The NOTIFY stays: it is what gives idle workers millisecond
+-- pick-up; it is skipped for a job that is not due yet (nobody can claim it on waking).
+WITH clock AS (
+    SELECT coalesce(to_timestamp(%(now)s::float8), now()) AS ts
+), inserted AS (
+    INSERT INTO jobs (task, payload, queue, priority, run_at, max_attempts, max_stalls,
+                      created_at)
+    SELECT %(task)s, %(payload)s, %(queue)s, %(priority)s,
+           coalesce(to_timestamp(%(run_at)s::float8),
+                    c.ts + %(delay)s::float8 * interval '1 second'),
+           %(max_attempts)s, %(max_stalls)s, c.ts
+    FROM clock c
+    RETURNING id, queue, run_at <= created_at AS due
+)
+SELECT id, CASE WHEN due THEN pg_notify(%(channel)s, queue) END FROM inserted
+
 -- name: enqueue
 -- One round trip for the whole batch: parallel arrays unnested WITH ORDINALITY. Ids are drawn
 -- with nextval() up front (the identity is "by default"), so rows without a unique_key get

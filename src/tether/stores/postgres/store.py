@@ -157,6 +157,15 @@ class PostgresStore:
     ) -> list[int]:
         if not jobs:
             return []
+        if len(jobs) == 1 and jobs[0].unique_key is None:
+            job = jobs[0]
+            row = self._rows("enqueue_one", {
+                "now": now, "channel": self.channel, "task": job.task, "payload": job.payload,
+                "queue": job.queue, "priority": job.priority, "run_at": job.run_at,
+                "delay": float(job.delay), "max_attempts": job.max_attempts,
+                "max_stalls": job.max_stalls,
+            }, conn)[0]
+            return [int(row[0])]
         # Repeated unique_keys within the batch fold onto their first occurrence here, so the
         # statement's ON CONFLICT never meets the same key twice.
         first: dict[str, int] = {}
