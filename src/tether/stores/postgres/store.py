@@ -52,7 +52,8 @@ from tether.stores.postgres.connect import Conn, Connector
 from tether.stores.postgres.listen import Listener
 from tether.stores.urls import redact
 
-QUERIES = named.load("tether.stores.postgres", "queries.sql")
+QUERIES = {**named.load("tether.stores.postgres", "queries.sql"),
+           **named.load("tether.stores.postgres", "admin.sql")}
 _KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
 Row = tuple[Any, ...]
 

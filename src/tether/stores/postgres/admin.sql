@@ -1,0 +1,103 @@
+-- Named queries of the PostgreSQL store, part two: maintenance and inspection (pruning,
+-- leadership, workers, listing). The lease protocol's statements are in queries.sql.
+-- Loaded by tether.stores.queries; each block starts with "-- name: X" and says why it is
+-- shaped so.
+
+-- name: prune
+-- Bounded delete of old finished jobs. The literal IN list repeats the prune index predicate
+-- so even a generic (prepared) plan, which cannot see the value of %(status)s, can prove the
+-- partial index applies. SKIP LOCKED keeps two pruners from waiting on each other.
+WITH doomed AS (
+    SELECT id FROM jobs
+    WHERE status = %(status)s AND status IN ('done', 'failed', 'cancelled')
+      AND finished_at < coalesce(to_timestamp(%(now)s::float8), now())
+                        - %(older_than)s::float8 * interval '1 second'
+    ORDER BY finished_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM jobs j USING doomed d WHERE j.id = d.id
+
+-- name: leader_acquire
+-- Insert-if-absent-or-expired in one statement: the conflict arm only fires when the current
+-- lease has run out, and bumps the term, so every acquisition gets a new fence token. No row
+-- back means someone else (or the caller itself, which must renew instead) holds it.
+WITH clock AS (
+    SELECT coalesce(to_timestamp(%(now)s::float8), now()) AS ts
+)
+INSERT INTO leaders AS l (name, holder, term, expires_at)
+SELECT %(name)s, %(holder)s, 1, c.ts + %(ttl)s::float8 * interval '1 second' FROM clock c
+ON CONFLICT (name) DO UPDATE
+SET holder = EXCLUDED.holder, term = l.term + 1, expires_at = EXCLUDED.expires_at
+WHERE l.expires_at <= (SELECT ts FROM clock)
+RETURNING l.name, l.holder, l.term, extract(epoch FROM l.expires_at)::float8
+
+-- name: leader_renew
+-- Fenced by (holder, term) and by the lease not having run out yet.
+WITH clock AS (
+    SELECT coalesce(to_timestamp(%(now)s::float8), now()) AS ts
+)
+UPDATE leaders l SET expires_at = c.ts + %(ttl)s::float8 * interval '1 second'
+FROM clock c
+WHERE l.name = %(name)s AND l.holder = %(holder)s AND l.term = %(term)s AND l.expires_at > c.ts
+RETURNING l.name, l.holder, l.term, extract(epoch FROM l.expires_at)::float8
+
+-- name: leader_release
+-- Clear and expire rather than delete: the row keeps the term so the next acquisition gets
+-- term + 1, and a second release by the same (holder, term) finds nothing to release.
+UPDATE leaders SET holder = NULL, expires_at = '-infinity'
+WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s
+RETURNING name
+
+-- name: get_job
+-- Primary-key lookup.
+SELECT id, task, queue, payload, status, priority, extract(epoch FROM run_at)::float8,
+       attempt, max_attempts, failures, stall_count, max_stalls, interruptions, locked_by,
+       extract(epoch FROM lease_until)::float8, extract(epoch FROM created_at)::float8,
+       extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8,
+       last_error, failure_reason, result, checkpoint, progress, unique_key,
+       cancel_requested, errors::text
+FROM jobs WHERE id = %(id)s
+
+-- name: list_jobs
+-- Keyset pagination on the primary key: "id > after ORDER BY id LIMIT n" costs the same on
+-- page 1 and page 10,000. NULL filters mean "any".
+SELECT id, task, queue, payload, status, priority, extract(epoch FROM run_at)::float8,
+       attempt, max_attempts, failures, stall_count, max_stalls, interruptions, locked_by,
+       extract(epoch FROM lease_until)::float8, extract(epoch FROM created_at)::float8,
+       extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8,
+       last_error, failure_reason, result, checkpoint, progress, unique_key,
+       cancel_requested, errors::text
+FROM jobs
+WHERE id > coalesce(%(after_id)s::bigint, 0)
+  AND (%(status)s::text IS NULL OR status = %(status)s::text)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+ORDER BY id
+LIMIT %(limit)s
+
+-- name: counts
+-- For stats pages; a full aggregate is acceptable off the hot path.
+SELECT queue, status, count(*) FROM jobs GROUP BY queue, status ORDER BY queue, status
+
+-- name: register_worker
+-- Upsert: a restarted registration refreshes the row.
+WITH clock AS (
+    SELECT coalesce(to_timestamp(%(now)s::float8), now()) AS ts
+)
+INSERT INTO workers (id, host, pid, queues, concurrency, started_at, last_seen)
+SELECT %(id)s, %(host)s, %(pid)s, %(queues)s::text[], %(concurrency)s, c.ts, c.ts FROM clock c
+ON CONFLICT (id) DO UPDATE
+SET host = EXCLUDED.host, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
+    concurrency = EXCLUDED.concurrency, started_at = EXCLUDED.started_at,
+    last_seen = EXCLUDED.last_seen
+RETURNING id
+
+-- name: unregister_worker
+-- Primary-key delete.
+DELETE FROM workers WHERE id = %(id)s RETURNING id
+
+-- name: list_workers
+-- Small table; ordered for stable display.
+SELECT id, host, pid, queues, concurrency, extract(epoch FROM started_at)::float8,
+       extract(epoch FROM last_seen)::float8
+FROM workers ORDER BY started_at, id
