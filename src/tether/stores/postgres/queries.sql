@@ -188,8 +188,11 @@ WITH clock AS (
 UPDATE jobs j
 SET lease_until = c.ts + %(ttl)s::float8 * interval '1 second'
 FROM lease l CROSS JOIN clock c
-WHERE j.id = l.id AND j.attempt = l.attempt AND j.locked_by = l.owner
-  AND j.status = 'running'
+-- "j.id = ANY(ids)" and coalesce(): probe by primary key only, never scan the fleet's running
+-- set (see finish).
+WHERE j.id = ANY(%(ids)s::bigint[])
+  AND j.id = l.id AND j.attempt = l.attempt AND j.locked_by = l.owner
+  AND coalesce(j.status, '') = 'running'
 RETURNING j.id, j.attempt, j.locked_by, j.cancel_requested
 
 -- name: finish
@@ -246,8 +249,14 @@ SET status = CASE
     locked_by = NULL,
     lease_until = NULL
 FROM o CROSS JOIN clock c
-WHERE j.id = o.id AND j.attempt = o.attempt AND j.locked_by = o.owner
-  AND j.status = 'running'
+-- "j.id = ANY(ids)" hands the planner the batch's primary keys with their count, so it probes
+-- O(batch) rows by primary key. Without it, json_to_recordset's default estimate (100 rows)
+-- led it to scan the fleet's whole running set (or the table) and hash-join. The status test
+-- is wrapped in coalesce() so it cannot match the partial reap index's predicate, which the
+-- planner would otherwise AND in as a bitmap of every running job.
+WHERE j.id = ANY(%(ids)s::text::bigint[])
+  AND j.id = o.id AND j.attempt = o.attempt AND j.locked_by = o.owner
+  AND coalesce(j.status, '') = 'running'
 RETURNING o.id, o.attempt, o.owner
 
 -- name: save_checkpoint

@@ -279,7 +279,9 @@ class PostgresStore:
              "retry_delay": float(o.retry_delay)}
             for o in ordered
         ])
-        params = {"now": now, "batch": batch_json}
+        # ids as an array literal built from ints: no per-element work in psycopg's dumper.
+        ids_literal = "{" + ",".join(str(o.lease.job_id) for o in ordered) + "}"
+        params = {"now": now, "batch": batch_json, "ids": ids_literal}
         accepted = {Lease(int(i), int(a), str(w)) for i, a, w in self._rows("finish", params, conn)}
         return list(dict.fromkeys(o.lease for o in outcomes if o.lease not in accepted))
 
