@@ -13,6 +13,7 @@ import contextvars
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from tether import payload
@@ -140,8 +141,6 @@ class JobContext:
 
 
 def _replace_job(job: Job, **changes: Any) -> Job:
-    from dataclasses import replace
-
     return replace(job, **changes)
 
 

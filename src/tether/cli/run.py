@@ -8,7 +8,6 @@ import logging
 import os
 import socket
 import sys
-import threading
 import uuid
 
 from tether.app import App
@@ -59,16 +58,15 @@ def cmd_reaper(args: argparse.Namespace) -> int:
     store.check_schema()
     holder = f"reaper:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
     maintainer = Maintainer(store, holder, settings, Events())
-    shutdown = Shutdown()
+    shutdown = Shutdown(draining="stopping the reaper")
     restore = shutdown.install()
-    thread = threading.Thread(target=maintainer.run, name="tether-maintainer", daemon=True)
-    thread.start()
+    maintainer.start()
     log.info("reaper %s started (election %s)", holder, "on" if settings.election else "off")
     try:
-        while not shutdown.stopping and thread.is_alive():
+        while not shutdown.stopping and maintainer.alive:
             shutdown.changed.wait(0.5)
     finally:
-        maintainer.stop()
+        maintainer.stop()  # joins the loop, which releases leadership while the store is open
         restore()
         store.close()
     return 0

@@ -25,7 +25,8 @@ class Phase(enum.IntEnum):
 
 
 class Shutdown:
-    def __init__(self) -> None:
+    def __init__(self, draining: str = "draining in-flight jobs") -> None:
+        self._draining = draining
         self.phase = Phase.RUNNING
         self.changed = threading.Event()
         self.fatal: BaseException | None = None
@@ -40,8 +41,8 @@ class Shutdown:
         with self._lock:
             if self.phase < Phase.FORCED:
                 self.phase = Phase(self.phase + 1)
-                log.warning("%s: %s", why, "draining in-flight jobs" if self.phase ==
-                            Phase.DRAINING else "handing leases back now")
+                log.warning("%s: %s", why, self._draining if self.phase == Phase.DRAINING
+                            else "handing leases back now")
         self.changed.set()
 
     def force(self, why: str, fatal: BaseException | None = None) -> None:
