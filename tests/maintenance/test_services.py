@@ -150,3 +150,46 @@ def test_maintainer_reaps_only_when_leading(store: Store,
         assert not store.list_jobs(status="running"), "the new leader reaps"
     finally:
         maintainer.stop()
+
+
+class SlowHousekeeping:
+    """The real store, with a housekeeping that takes a long time (a big VACUUM)."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.calls = 0
+        self.release = threading.Event()
+
+    def housekeeping(self) -> str | None:
+        self.calls += 1
+        self.release.wait(10)
+        return "slow"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_housekeeping_runs_beside_the_reaper_not_in_its_way(
+    store: Store, open_another: Callable[[], Store]
+) -> None:
+    settings = make_settings(lease_ttl=1.0, prune_interval=0, election=False)
+    slow = SlowHousekeeping(open_another())
+    maintainer = Maintainer(slow, "me", settings, Events())  # type: ignore[arg-type]
+    maintainer.start()
+    try:
+        for _ in range(100):
+            if slow.calls:
+                break
+            threading.Event().wait(0.02)
+        assert slow.calls == 1  # started, and still running
+        store.enqueue([NewJob("t")])
+        store.claim("dead", ["default"], 1, 0.2)
+        for _ in range(100):  # reaped while housekeeping is still blocked
+            if not store.list_jobs(status="running"):
+                break
+            threading.Event().wait(0.05)
+        assert not store.list_jobs(status="running")
+        assert slow.calls == 1  # never started twice at once
+    finally:
+        slow.release.set()
+        maintainer.stop()

@@ -1,4 +1,5 @@
-"""The maintainer: runs the reaper and the pruner, under leadership unless election is off.
+"""The maintainer: runs the reaper, the pruner and store housekeeping, under leadership unless
+election is off.
 
 Runs as a thread inside each worker (by default) or alone as ``tether reaper``. Its loop never
 dies on a store error (it logs and tries again); an unexpected exception stops the worker that
@@ -22,6 +23,7 @@ from tether.stores.base import Store
 
 log = logging.getLogger("tether.maintainer")
 ELECTION = "maintenance"
+HOUSEKEEPING_EVERY = 2.0  # a statistics read; the VACUUM it may start runs on its own thread
 
 
 class Maintainer:
@@ -48,6 +50,7 @@ class Maintainer:
                                      retry=settings.leader_retry_every) if settings.election \
             else None
         self._on_fatal = on_fatal
+        self._housekeeper: threading.Thread | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self.run, name="tether-maintainer", daemon=True)
 
@@ -80,8 +83,25 @@ class Maintainer:
             if self.elector is not None:
                 self.elector.release()
 
+    def housekeep(self) -> None:
+        """Start store housekeeping unless a run is still going; never blocks the reaper."""
+        if self._housekeeper is not None and self._housekeeper.is_alive():
+            return
+
+        def run() -> None:
+            try:
+                done = self.store.housekeeping()
+                if done:
+                    log.info("housekeeping: %s", done)
+            except StoreError as exc:
+                log.warning("housekeeping failed: %s", exc)
+
+        self._housekeeper = threading.Thread(target=run, name="tether-housekeeping",
+                                             daemon=True)
+        self._housekeeper.start()
+
     def _loop(self) -> None:
-        next_election = next_reap = next_prune = clock.monotonic()
+        next_election = next_reap = next_prune = next_house = clock.monotonic()
         while not self._stop.is_set():
             now = clock.monotonic()
             if self.elector is not None and now >= next_election:
@@ -94,6 +114,9 @@ class Maintainer:
                     if self.pruner is not None and now >= next_prune:
                         self.pruner.run_once()
                         next_prune = clock.monotonic() + self.settings.prune_interval
+                    if now >= next_house:
+                        self.housekeep()
+                        next_house = clock.monotonic() + HOUSEKEEPING_EVERY
                 except StoreError as exc:
                     log.warning("maintenance sweep failed (%s); retrying", exc)
                     next_reap = clock.monotonic() + 1.0
@@ -102,5 +125,6 @@ class Maintainer:
             due = [next_election] if self.elector is not None else []
             if self.acting:
                 due += [t for t, on in ((next_reap, self.reaper), (next_prune, self.pruner)) if on]
+                due.append(next_house)
             wait = (min(due) - clock.monotonic()) if due else self.settings.reap_every
             self._stop.wait(max(0.005, wait))

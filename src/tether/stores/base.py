@@ -334,6 +334,17 @@ class Store(Protocol):
         ``now - older_than``. Returns how many went."""
         ...
 
+    def housekeeping(self) -> str | None:
+        """Keep the hot paths fast while history churns; cheap when nothing is due.
+
+        PostgreSQL: VACUUM the jobs table once its dead row versions pass a threshold. Every
+        claim leaves a dead entry at the *front* of the claim index, which only VACUUM
+        removes, and autovacuum visits at most once a minute: without this, a drain of a
+        million jobs slows each claim down linearly. SQLite and Redis remove index entries at
+        once and do nothing here. Returns what was done, or None.
+        """
+        ...
+
     def leader_acquire(
         self, name: str, holder: str, ttl: float, *, now: float | None = None
     ) -> Leadership | None:

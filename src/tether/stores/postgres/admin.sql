@@ -101,3 +101,14 @@ DELETE FROM workers WHERE id = %(id)s RETURNING id
 SELECT id, host, pid, queues, concurrency, extract(epoch FROM started_at)::float8,
        extract(epoch FROM last_seen)::float8
 FROM workers ORDER BY started_at, id
+
+-- name: dead_tuples
+-- The statistics the server already keeps (flushed by backends about once a second): reading
+-- them costs nothing next to the VACUUM they decide on.
+SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables WHERE relid = to_regclass('jobs')
+
+-- name: vacuum_jobs
+-- INDEX_CLEANUP ON: the point is to remove the claim index's dead entries, which a VACUUM
+-- deciding that few heap pages have dead items would otherwise skip. SKIP_LOCKED: if another
+-- VACUUM (autovacuum, a second maintainer) holds the table, this one is not needed.
+VACUUM (INDEX_CLEANUP ON, SKIP_LOCKED) jobs

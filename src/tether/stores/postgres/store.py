@@ -63,12 +63,14 @@ class PostgresStore:
 
     Options: ``min_size``/``max_size`` (pool, default 1/4), ``timeout`` (seconds to wait for a
     pooled connection), ``connect_timeout``, ``prepare_threshold`` (executions before psycopg
-    prepares a statement server-side), ``application_name``.
+    prepares a statement server-side), ``application_name``, ``vacuum_threshold`` (dead row
+    versions in the jobs table before ``housekeeping`` vacuums it).
     """
 
     kind = "postgres"
 
-    def __init__(self, url: str, **options: Any) -> None:
+    def __init__(self, url: str, *, vacuum_threshold: int = 10_000, **options: Any) -> None:
+        self.vacuum_threshold = vacuum_threshold
         self._connector = Connector(url, **options)
         self.url = url
         self.schema = self._connector.schema
@@ -319,6 +321,15 @@ class PostgresStore:
             self._rows("notify", {"channel": self.channel, "queues": sorted(set(queues))})
 
     # -- maintenance ---------------------------------------------------------------------------
+    def housekeeping(self) -> str | None:
+        row = self._one("dead_tuples", {})
+        dead = int(row[0]) if row else 0
+        if dead < self.vacuum_threshold:
+            return None
+        with self._connector.connection() as pooled:
+            pooled.execute(QUERIES["vacuum_jobs"])
+        return f"vacuumed jobs ({dead} dead row versions)"
+
     def prune(
         self, status: JobStatus, older_than: float, *, now: float | None = None, limit: int = 1000
     ) -> int:

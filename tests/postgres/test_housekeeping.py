@@ -1,0 +1,72 @@
+"""PostgreSQL housekeeping: churn past the threshold is vacuumed, and claims stop walking
+past the dead entries every claimed job leaves at the front of the claim index."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.servers import PG_DSN, isolated_url
+from tether.stores.base import NewJob, Outcome
+from tether.stores.postgres.store import QUERIES, PostgresStore
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def pg(tmp_path: Path) -> Iterator[tuple[PostgresStore, str]]:
+    with isolated_url("postgres", tmp_path) as url:
+        store = PostgresStore(url, vacuum_threshold=2_000)
+        store.migrate()
+        try:
+            yield store, url.rsplit("schema=", 1)[1]
+        finally:
+            store.close()
+
+
+def claim_index_pages(schema: str) -> int:
+    """Buffers the claim's index scan touches: grows with dead entries, not with live work."""
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        with conn.transaction(force_rollback=True):
+            plan = conn.execute(
+                b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + QUERIES["claim"].encode(),
+                {"now": None, "queue": "default", "limit": 10, "owner": "x", "ttl": 30.0},
+            ).fetchone()
+    assert plan is not None
+    text = json.dumps(plan[0])
+    match = re.search(r'"Index Name": "jobs_claim_idx".*?"Shared Hit Blocks": (\d+)', text)
+    assert match, text[:500]
+    return int(match.group(1))
+
+
+def test_below_threshold_does_nothing(pg: tuple[PostgresStore, str]) -> None:
+    store, _ = pg
+    store.enqueue([NewJob("t") for _ in range(10)])
+    assert store.housekeeping() is None
+
+
+def test_churn_is_vacuumed_and_claims_stay_short(pg: tuple[PostgresStore, str]) -> None:
+    store, schema = pg
+    store.enqueue([NewJob("t") for _ in range(30_000)])
+    claimed = 0
+    while claimed < 20_000:
+        jobs = store.claim("w", ["default"], 200, 30)
+        store.finish([Outcome(j.lease, "done") for j in jobs])
+        claimed += len(jobs)
+    bloated = claim_index_pages(schema)
+    deadline = time.monotonic() + 30  # the server flushes its statistics about once a second
+    done = store.housekeeping()
+    while done is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        done = store.housekeeping()
+    assert done is not None and "vacuumed" in done
+    after = claim_index_pages(schema)
+    assert after * 5 < bloated, (bloated, after)
+    assert store.counts()  # the store still answers; no job was touched
