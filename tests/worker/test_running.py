@@ -35,6 +35,8 @@ def test_sync_and_async_tasks_complete(make_app: MakeApp) -> None:
     with running(app, concurrency=4):
         wait_until(lambda: all(status(app, i) == "done" for i in [*ids, m]), what="all done")
     assert [app.get_job(i).result for i in ids[:3]] == ["1", "2", "3"]
+    assert app.get_job(ids[2]).result_value == 3
+    assert (app.get_job(ids[2]).args, app.get_job(ids[2]).kwargs) == ([2, 1], {})
     assert app.get_job(m).result == "42"
     assert app.get_job(m).attempt == 1
 
@@ -56,6 +58,8 @@ def test_errors_retry_then_dead_letter(make_app: MakeApp) -> None:
     assert (job.failures, job.failure_reason, job.stall_count) == (3, "error", 0)
     assert "RuntimeError: boom" in (job.last_error or "")
     assert len(json.loads(job.errors)) == 3
+    assert [e["attempt"] for e in job.error_history] == [1, 2, 3]
+    assert all(e["reason"] == "error" for e in job.error_history)
 
 
 def test_fail_and_retry_requests(make_app: MakeApp) -> None:

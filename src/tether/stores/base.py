@@ -39,9 +39,10 @@ encodes once (refusing what JSON cannot carry) and the store never interprets th
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 JobStatus = Literal["pending", "running", "done", "failed", "cancelled"]
 FailureReason = Literal["error", "stalled", "timeout", "unknown_task"]
@@ -114,6 +115,28 @@ class Job:
     cancel_requested: bool
     #: JSON text of a list of ``{"attempt", "error", "reason", "at"}`` records, oldest first.
     errors: str = "[]"
+
+    # Decoded views for users of ``App.get_job``; the fields stay JSON text across the seam.
+    @property
+    def args(self) -> list[Any]:
+        value: list[Any] = json.loads(self.payload)[0]
+        return value
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.payload)[1]
+        return value
+
+    @property
+    def result_value(self) -> Any:
+        """The handler's return value (None until done)."""
+        return None if self.result is None else json.loads(self.result)
+
+    @property
+    def error_history(self) -> list[dict[str, Any]]:
+        """One record per failed, stalled or interrupted attempt, oldest first."""
+        value: list[dict[str, Any]] = json.loads(self.errors)
+        return value
 
     @property
     def lease(self) -> Lease:
