@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -128,7 +129,11 @@ class FlakyStore:
         return getattr(self.inner, name)
 
 
-def test_unreachable_store_loses_the_lease_after_lease_ttl(make_app: MakeApp) -> None:
+@contextmanager
+def waiting_job(make_app: MakeApp) -> Iterator[tuple[tether.App, int, FlakyStore,
+                                                     threading.Event]]:
+    """A running job whose handler waits until interrupted, on a worker whose heartbeater
+    talks to the store through a FlakyStore; yields the event set on LeaseInterrupted."""
     app = make_app(lease_ttl=1.0, reaper_interval=0)
     interrupted = threading.Event()
 
@@ -145,6 +150,14 @@ def test_unreachable_store_loses_the_lease_after_lease_ttl(make_app: MakeApp) ->
         flaky = FlakyStore(worker.heartbeater.store)
         worker.heartbeater.store = flaky  # type: ignore[assignment]
         wait_until(lambda: status(app, job_id) == "running")
+        try:
+            yield app, job_id, flaky, interrupted
+        finally:
+            flaky.release.set()
+
+
+def test_unreachable_store_loses_the_lease_after_lease_ttl(make_app: MakeApp) -> None:
+    with waiting_job(make_app) as (app, job_id, flaky, interrupted):
         flaky.down = True
         cut = time.monotonic()
         assert interrupted.wait(5), "handler was not interrupted"
@@ -158,26 +171,8 @@ def test_unreachable_store_loses_the_lease_after_lease_ttl(make_app: MakeApp) ->
 
 def test_hanging_heartbeat_still_loses_the_lease_within_lease_ttl(make_app: MakeApp) -> None:
     """A heartbeat stuck on a dead connection must not stretch the trust window."""
-    app = make_app(lease_ttl=1.0, reaper_interval=0)
-    interrupted = threading.Event()
-
-    @app.task
-    def careful() -> None:
-        job = tether.current_job()
-        while not job.wait(0.01):
-            pass
-        if job.stop_reason == "LeaseInterrupted":
-            interrupted.set()
-
-    job_id = careful.enqueue()
-    with running(app, concurrency=1) as worker:
-        flaky = FlakyStore(worker.heartbeater.store)
-        worker.heartbeater.store = flaky  # type: ignore[assignment]
-        wait_until(lambda: status(app, job_id) == "running")
+    with waiting_job(make_app) as (_app, _job_id, flaky, interrupted):
         flaky.hang.set()
         cut = time.monotonic()
-        try:
-            assert interrupted.wait(5), "handler was not interrupted while the call hung"
-            assert time.monotonic() - cut <= 1.0 + 0.5
-        finally:
-            flaky.release.set()
+        assert interrupted.wait(5), "handler was not interrupted while the call hung"
+        assert time.monotonic() - cut <= 1.0 + 0.5
