@@ -31,9 +31,7 @@ def test_reap_touches_only_the_expired_leases(
     assert len(short) == 1_000 and len(long) == 9_000
     time.sleep(2.1)  # the LRU clock ticks in seconds: let every job key idle for 2 s
 
-    start = time.perf_counter()
     reaped = rstore.reap_expired(now=t0 + 20, limit=5_000)
-    elapsed = time.perf_counter() - start
     assert sorted(r.job_id for r in reaped) == sorted(j.id for j in short)
 
     pipe = raw.pipeline(transaction=False)
@@ -43,27 +41,17 @@ def test_reap_touches_only_the_expired_leases(
     short_ids = {j.id for j in short}
     touched = {i for i, secs in idle.items() if secs < 2}
     assert touched == short_ids, "the reaper read jobs whose lease had not expired"
-    # nothing expired: an O(log n) range read, not a pass over 9,000 running jobs
-    start = time.perf_counter()
-    assert rstore.reap_expired(now=t0 + 20) == []
-    assert time.perf_counter() - start < 0.05
-    assert elapsed < 1.0
+    assert rstore.reap_expired(now=t0 + 20) == []  # nothing left expired
 
 
 @pytest.mark.slow
-def test_claim_finish_loop_throughput(rstore: RedisStore) -> None:
+def test_batched_drain_completes(rstore: RedisStore) -> None:
+    """10,000 jobs through batched claim + finish, none rejected (speed: bench/, not here)."""
     n = 10_000
-    start = time.perf_counter()
     for _ in range(0, n, 1_000):
         rstore.enqueue([NewJob("t") for _ in range(1_000)])
-    enqueued = time.perf_counter() - start
-
-    start = time.perf_counter()
     done = 0
     while jobs := rstore.claim("w", ["default"], 100, 30):
         assert rstore.finish([Outcome(j.lease, "done", result="null") for j in jobs]) == []
         done += len(jobs)
-    drained = time.perf_counter() - start
     assert done == n
-    print(f"\nenqueue {n / enqueued:,.0f} jobs/s; claim+finish {n / drained:,.0f} jobs/s")
-    assert n / drained > 2_000  # the target is 4,000/s; leave room for slow CI machines

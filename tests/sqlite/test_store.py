@@ -241,8 +241,8 @@ def _plan(store: SQLiteStore, name: str) -> str:
         ("claim", "jobs_claim"),
         ("heartbeat", "INTEGER PRIMARY KEY"),
         ("finish", "INTEGER PRIMARY KEY"),
-        ("reap_candidates", "jobs_lease"),
-        ("reap", "INTEGER PRIMARY KEY"),
+        ("reap", "jobs_lease"),  # the expired leases, oldest first
+        ("reap", "INTEGER PRIMARY KEY"),  # ... written back by primary key
         ("next_lease_expiry", "jobs_lease"),
         ("prune", "jobs_prune"),
     ],
@@ -253,22 +253,18 @@ def test_hot_paths_use_their_indexes(sqlite_store: SQLiteStore, name: str, must_
     assert "SCAN jobs" not in plan and "SCAN j\n" not in plan + "\n", plan
 
 
-def test_drain_throughput_smoke(sqlite_store: SQLiteStore) -> None:
-    """Batched claim + finish of no-op jobs; the target is >= 5,000 jobs/s, the floor here is
-    generous so a slow CI box does not flake."""
-    from tether.clock import monotonic
-
+def test_batched_drain_completes(sqlite_store: SQLiteStore) -> None:
+    """Batched claim + finish drains everything with no rejected outcome. (Speed is the
+    benchmark's business, bench/, never a timed unit test.)"""
     n = 5000
     for _ in range(n // 1000):
         sqlite_store.enqueue([NewJob("t") for _ in range(1000)])
-    start = monotonic()
     done = 0
     while jobs := sqlite_store.claim("w", ["default"], 100, 30.0):
         assert sqlite_store.finish([Outcome(j.lease, "done", result="null") for j in jobs]) == []
         done += len(jobs)
-    rate = done / (monotonic() - start)
     assert done == n
-    assert rate > 2000, f"{rate:.0f} jobs/s"
+    assert [c.count for c in sqlite_store.counts() if c.status == "done"] == [n]
 
 
 def test_connections_of_ended_threads_are_closed(sqlite_store: SQLiteStore) -> None:

@@ -154,23 +154,14 @@ FROM (
 WHERE jobs.id = o.id AND +jobs.status = 'running'
 RETURNING id
 
--- name: reap_candidates
--- The expired leases, oldest first, with their owners. Read under the same write lock as the
--- reap UPDATE (so the set cannot change in between) because RETURNING only shows new values and
--- the reaper must report the old owner of each lease.
-SELECT id, attempt, locked_by FROM jobs
-WHERE status = 'running' AND lease_until < :cutoff
-ORDER BY lease_until
-LIMIT :limit
-
 -- name: reap
--- The reaper's single set-based write: every expired lease goes through the stall rule at once.
--- A stall retries while stall_count + 1 < max_stalls and failures + stall_count + 1 <
--- max_attempts; otherwise failed/stalled. run_at is left alone: the job was due when claimed,
--- so it is due at once and keeps its place in line (run_at = now would send recovered jobs to
--- the back of a backlog). The fence is repeated (running, expired) so
--- a second reaper racing on the same ids changes nothing. The unary + keeps the lookup on the
--- primary key (the ids are known) instead of the jobs_lease range.
+-- The reaper's single set-based write: every expired lease, oldest first, goes through the stall
+-- rule at once; no ids are read first and written later. A stall retries while stall_count + 1 <
+-- max_stalls and failures + stall_count + 1 < max_attempts; otherwise failed/stalled. run_at is
+-- left alone: the job was due when claimed, so it is due at once and keeps its place in line
+-- (run_at = now would send recovered jobs to the back of a backlog). RETURNING only sees new
+-- values, so the lost owner travels out through the error record appended here (SET
+-- expressions read the old row), which also keeps who lost the lease in the job's history.
 UPDATE jobs
 SET stall_count = stall_count + 1,
     status = CASE WHEN stall_count + 1 < max_stalls
@@ -184,13 +175,15 @@ SET stall_count = stall_count + 1,
                        THEN finished_at ELSE :now END,
     last_error = :error,
     errors = json_insert(errors, '$[#]', json_object('attempt', attempt, 'error', :error,
-                                                     'reason', 'stalled', 'at', :now)),
+                                                     'reason', 'stalled', 'at', :now,
+                                                     'owner', locked_by)),
     locked_by = NULL,
     lease_until = NULL
-WHERE id IN (SELECT value FROM json_each(:ids))
-  AND +status = 'running'
-  AND +lease_until < :cutoff
-RETURNING id, attempt, status, stall_count
+WHERE id IN (SELECT id FROM jobs
+             WHERE status = 'running' AND lease_until < :cutoff
+             ORDER BY lease_until
+             LIMIT :limit)
+RETURNING id, attempt, json_extract(errors, '$[#-1].owner'), status, stall_count
 
 -- name: next_lease_expiry
 -- min() over the partial index jobs_lease: one index probe.

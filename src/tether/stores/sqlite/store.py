@@ -306,23 +306,11 @@ class SQLiteStore(AdminMixin):
             return []
         with self._db.write() as conn:
             t = store_now(conn, now)
-            cutoff = t - stall_grace
-            found = conn.execute(
-                Q["reap_candidates"], {"cutoff": cutoff, "limit": limit}
-            ).fetchall()
-            if not found:
-                return []
-            owners = {row[0]: row[2] for row in found}
             rows = conn.execute(
                 Q["reap"],
-                {
-                    "ids": json.dumps(list(owners)),
-                    "cutoff": cutoff,
-                    "now": t,
-                    "error": REAPED_ERROR,
-                },
+                {"cutoff": t - stall_grace, "limit": limit, "now": t, "error": REAPED_ERROR},
             ).fetchall()
-        reaped = [Reaped(row[0], row[1], owners[row[0]], row[2], row[3]) for row in rows]
+        reaped = [Reaped(row[0], row[1], row[2], row[3], row[4]) for row in rows]
         reaped.sort(key=lambda r: r.job_id)
         if any(r.status == "pending" for r in reaped):
             self.notify(())
