@@ -8,18 +8,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tether.limits import check_json_text
+
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def dumps(value: Any, what: str = "value") -> str:
     """Encode, turning every way JSON can refuse into one clear TypeError."""
     try:
-        return _encoder.encode(value)
+        text = _encoder.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(
             f"{what} must be JSON-serializable (str, int, float, bool, None, list, dict with str "
             f"keys): {exc}"
         ) from None
+    return check_json_text(text, what)
 
 
 def loads(text: str | None) -> Any:

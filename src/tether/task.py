@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tether import payload
+from tether import limits, payload
 from tether.backoff import Backoff
 from tether.errors import ConfigError
 from tether.stores.base import NewJob
@@ -30,14 +30,18 @@ class TaskOptions:
 
 
 def check_options(opts: TaskOptions) -> None:
-    if not opts.name or not isinstance(opts.name, str):
-        raise ConfigError("task name must be a non-empty string")
-    if not isinstance(opts.queue, str) or not opts.queue:
-        raise ConfigError(f"task {opts.name}: queue must be a non-empty string")
-    if not isinstance(opts.max_attempts, int) or opts.max_attempts < 1:
-        raise ConfigError(f"task {opts.name}: max_attempts must be an integer >= 1")
-    if not isinstance(opts.max_stalls, int) or opts.max_stalls < 1:
-        raise ConfigError(f"task {opts.name}: max_stalls must be an integer >= 1")
+    """Refuse at registration what enqueue would refuse later: one ConfigError naming it."""
+    try:
+        limits.check_text(opts.name, "task name", limit=limits.MAX_NAME)
+        limits.check_text(opts.queue, f"task {opts.name}: queue", limit=limits.MAX_NAME)
+        limits.check_int(opts.max_attempts, f"task {opts.name}: max_attempts", low=1,
+                         high=limits.MAX_INT32)
+        limits.check_int(opts.max_stalls, f"task {opts.name}: max_stalls", low=1,
+                         high=limits.MAX_INT32)
+        limits.check_int(opts.priority, f"task {opts.name}: priority", low=limits.MIN_INT32,
+                         high=limits.MAX_INT32)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if opts.timeout is not None and (
         not isinstance(opts.timeout, int | float) or not math.isfinite(opts.timeout)
         or opts.timeout <= 0
@@ -129,29 +133,23 @@ def make_new_job(
     max_attempts: int = 5,
     max_stalls: int = 3,
 ) -> NewJob:
-    """Validate one job's enqueue options; every refusal names the option."""
+    """Validate one job's enqueue options; every refusal names the option and its limit."""
     if delay is not None and run_at is not None:
         raise ValueError("give delay or run_at, not both")
-    if delay is not None and (
-        isinstance(delay, bool) or not isinstance(delay, int | float)
-        or not math.isfinite(delay) or delay < 0
-    ):
-        raise ValueError(f"delay must be a number of seconds >= 0, got {delay!r}")
+    if delay is not None:
+        limits.check_delay(delay)
     when: float | None = None
     if isinstance(run_at, datetime):
         if run_at.tzinfo is None:
             raise ValueError("run_at must be timezone-aware (e.g. datetime.now(timezone.utc))")
-        when = run_at.timestamp()
+        when = limits.check_epoch(run_at.timestamp(), "run_at")
     elif run_at is not None:
-        if isinstance(run_at, bool) or not isinstance(run_at, int | float):
-            raise ValueError(f"run_at must be a datetime or epoch seconds, got {run_at!r}")
-        when = float(run_at)
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise ValueError(f"priority must be an integer, got {priority!r}")
-    if unique_key is not None and (not isinstance(unique_key, str) or not unique_key):
-        raise ValueError("unique_key must be a non-empty string")
-    if not isinstance(queue, str) or not queue:
-        raise ValueError("queue must be a non-empty string")
+        when = limits.check_epoch(run_at, "run_at")
+    limits.check_int(priority, "priority", low=limits.MIN_INT32, high=limits.MAX_INT32)
+    if unique_key is not None:
+        limits.check_text(unique_key, "unique_key", limit=limits.MAX_UNIQUE_KEY)
+    limits.check_text(queue, "queue", limit=limits.MAX_NAME)
+    limits.check_text(task, "task name", limit=limits.MAX_NAME)
     return NewJob(
         task=task, payload=payload.encode_call(tuple(args), kwargs, task), queue=queue,
         priority=priority, run_at=when, delay=float(delay or 0.0), max_attempts=max_attempts,
