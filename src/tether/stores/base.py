@@ -66,7 +66,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 JobStatus = Literal["pending", "running", "done", "failed", "cancelled"]
-FailureReason = Literal["error", "stalled", "timeout", "unknown_task"]
+FailureReason = Literal[
+    "error", "stalled", "timeout", "unknown_task", "bad_arguments", "bad_result"
+]
 OutcomeKind = Literal["done", "error", "dead", "cancelled", "released"]
 CancelResult = Literal["cancelled", "requested", "finished"]
 
