@@ -51,6 +51,16 @@ def check_options(opts: TaskOptions) -> None:
         raise ConfigError(f"task {opts.name}: retry must be a tether.Backoff")
 
 
+#: The keyword arguments ``Task.enqueue`` takes as enqueue options, not task arguments.
+OPTIONS = frozenset({"delay", "run_at", "priority", "unique_key", "queue", "conn"})
+
+
+class BadArguments(TypeError):
+    """A job's stored arguments do not fit its task's function (not [args, kwargs], or they do
+    not bind to its signature). Running the handler again cannot fix that, so the job is
+    dead-lettered at once with reason ``bad_arguments``."""
+
+
 class Task:
     """A registered function. Call it directly to run it inline; ``enqueue`` to queue it."""
 
@@ -62,6 +72,14 @@ class Task:
         self.is_async = inspect.iscoroutinefunction(func)
         self.__doc__ = func.__doc__
         self.__name__ = getattr(func, "__name__", options.name)
+        try:
+            self._signature: inspect.Signature | None = inspect.signature(func)
+        except (TypeError, ValueError):  # some builtins have none: the call itself will tell
+            self._signature = None
+        named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        params = self._signature.parameters.values() if self._signature else ()
+        #: Enqueue options that are also parameter names of the function: ambiguous keywords.
+        self.shadowed = OPTIONS & {p.name for p in params if p.kind in named}
 
     @property
     def name(self) -> str:
@@ -72,6 +90,21 @@ class Task:
 
     def __repr__(self) -> str:
         return f"<tether.Task {self.name} queue={self.options.queue}>"
+
+    def arguments(self, payload_text: str) -> tuple[list[Any], dict[str, Any]]:
+        """Decode a job's payload and check that it binds to the function's signature."""
+        try:
+            args, kwargs = payload.decode_call(payload_text)
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            raise BadArguments(f"the stored arguments of {self.name} are not "
+                               f"[args, kwargs] JSON: {exc}") from None
+        if self._signature is not None:
+            try:
+                self._signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise BadArguments(f"the stored arguments do not fit {self.name}: {exc}") \
+                    from None
+        return args, kwargs
 
     def new_job(
         self,
@@ -91,32 +124,64 @@ class Task:
             max_attempts=self.options.max_attempts, max_stalls=self.options.max_stalls,
         )
 
-    def enqueue(
+    def enqueue(self, *args: Any, **kwargs: Any) -> int:
+        """Queue one job; returns its id.
+
+        Keywords named ``delay``, ``run_at``, ``priority``, ``unique_key``, ``queue`` and
+        ``conn`` are enqueue options (``conn``: enqueue inside that database transaction);
+        every other keyword is an argument of the task. When the function itself has a
+        parameter with one of those names, the keyword is ambiguous and TypeError is raised
+        rather than silently taking it as the option: use :meth:`enqueue_with`, which keeps
+        the task's arguments apart from the options.
+        """
+        options = {k: kwargs.pop(k) for k in OPTIONS & kwargs.keys()}
+        clash = sorted(self.shadowed & options.keys())
+        if clash:
+            names = ", ".join(clash)
+            raise TypeError(
+                f"{self.name} has a parameter named {names}, which is also an enqueue option: "
+                f"pass the task's arguments with {self.__name__}.enqueue_with(args=(...), "
+                f"kwargs={{{clash[0]!r}: ...}}) and options as keywords of enqueue_with"
+            )
+        return self.enqueue_with(args, kwargs, **options)
+
+    def enqueue_with(
         self,
-        *args: Any,
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        *,
         delay: float | None = None,
         run_at: float | datetime | None = None,
         priority: int | None = None,
         unique_key: str | None = None,
         queue: str | None = None,
         conn: Any = None,
-        **kwargs: Any,
     ) -> int:
-        """Queue one job; returns its id. ``conn``: enqueue inside that database transaction."""
-        job = self.new_job(args, kwargs, delay=delay, run_at=run_at, priority=priority,
-                           unique_key=unique_key, queue=queue)
+        """Queue one job with the task's arguments given apart from the options, so any
+        argument name works (``kwargs={"delay": 5}`` is the task's ``delay``)."""
+        job = self.new_job(tuple(args), dict(kwargs or {}), delay=delay, run_at=run_at,
+                           priority=priority, unique_key=unique_key, queue=queue)
         return self.app.enqueue_jobs([job], conn=conn)[0]
 
     def enqueue_many(
-        self, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]], *, conn: Any = None
+        self,
+        calls: Iterable[tuple[Sequence[Any], dict[str, Any]]],
+        *,
+        delay: float | None = None,
+        run_at: float | datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        conn: Any = None,
     ) -> list[int]:
-        """Queue many jobs in one store round trip: ``calls`` is ``[(args, kwargs), ...]``."""
+        """Queue many jobs in one store round trip: ``calls`` is ``[(args, kwargs), ...]``;
+        the options (as in :meth:`enqueue_with`) apply to every job of the batch."""
         jobs = []
         for call in calls:
             if not (isinstance(call, tuple | list) and len(call) == 2):
                 raise TypeError("enqueue_many takes (args, kwargs) pairs")
             args, kwargs = call
-            jobs.append(self.new_job(tuple(args), dict(kwargs)))
+            jobs.append(self.new_job(tuple(args), dict(kwargs), delay=delay, run_at=run_at,
+                                     priority=priority, queue=queue))
         return self.app.enqueue_jobs(jobs, conn=conn)
 
 
