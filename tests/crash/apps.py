@@ -4,7 +4,9 @@ Configuration comes from the environment the test gives each worker:
 
 * ``TETHER_URL``: the test's isolated store;
 * ``TETHER_TEST_DIR``: where the records below go (one file per worker pid, JSON lines);
-* ``TETHER_TEST_LEASE_TTL`` (default 2.0) and ``TETHER_TEST_SHUTDOWN_TIMEOUT`` (default 10).
+* ``TETHER_TEST_LEASE_TTL`` (default 2.0) and ``TETHER_TEST_SHUTDOWN_TIMEOUT`` (default 10);
+* ``TETHER_TEST_REAPER_INTERVAL`` (default 5; 0: no reaper in workers) and
+  ``TETHER_TEST_RETENTION_FAILED`` (default 7 days), for the maintenance tests.
 
 Records, so a test can prove what happened inside a worker it signalled:
 
@@ -31,6 +33,8 @@ app = tether.App(
     lease_ttl=float(os.environ.get("TETHER_TEST_LEASE_TTL", "2.0")),
     shutdown_timeout=float(os.environ.get("TETHER_TEST_SHUTDOWN_TIMEOUT", "10")),
     poll_interval=0.2,
+    reaper_interval=float(os.environ.get("TETHER_TEST_REAPER_INTERVAL", "5")),
+    retention_failed=float(os.environ.get("TETHER_TEST_RETENTION_FAILED", str(7 * 86400))),
 )
 
 FAST_RETRY = tether.Backoff(base=0.2, factor=1.0, max=0.2, jitter=0.0)

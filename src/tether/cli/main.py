@@ -49,11 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-maintenance", action="store_true",
                    help="do not run the reaper/pruner in this worker")
 
-    p = add("reaper", run.cmd_reaper, "run the reaper and pruner standalone (joins the election)")
-    _url_option(p)
+    p = add("reaper", run.cmd_reaper, "run the reaper and pruner standalone with MODULE:APP's "
+            "settings (joins the elections)")
+    p.add_argument("app", metavar="MODULE:APP", nargs="?", default=None,
+                   help="the app whose settings (retention, stall_grace, leader timing) to use")
+    p.add_argument("--url", default=None,
+                   help="store URL (default: the app's, else $TETHER_URL, else "
+                        f"{DEFAULT_URL})")
     p.add_argument("--no-election", action="store_true", help="sweep even when not the leader")
     p.add_argument("--lease-ttl", type=float, default=None,
-                   help="the workers' lease_ttl (caps the reaper's tick)")
+                   help="without MODULE:APP: the workers' lease_ttl (caps the reaper's tick)")
 
     p = add("enqueue", inspect.cmd_enqueue, "enqueue a job by task name")
     _url_option(p)

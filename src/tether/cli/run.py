@@ -9,13 +9,14 @@ import os
 import socket
 import sys
 import uuid
+from dataclasses import replace
 
 from tether.app import App
 from tether.config import make_settings
 from tether.errors import ConfigError
 from tether.events import Events
 from tether.maintenance.maintainer import Maintainer
-from tether.stores import open_store
+from tether.stores import DEFAULT_URL, open_store
 from tether.worker.shutdown import Shutdown
 
 log = logging.getLogger("tether.cli")
@@ -49,15 +50,28 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_reaper(args: argparse.Namespace) -> int:
-    """A standalone maintainer: joins the same election as the workers' maintainers."""
-    options = {"election": not args.no_election}
-    if args.lease_ttl is not None:
-        options["lease_ttl"] = args.lease_ttl
-    settings = make_settings(**options)
-    store = open_store(args.url)
+    """A standalone maintainer with the app's settings; joins the same elections as the
+    workers' maintainers, and always reaps (even when the app disables reaping in workers
+    with ``reaper_interval=0``: that is what this process is for)."""
+    if args.app is not None:
+        if args.lease_ttl is not None:
+            raise ConfigError("--lease-ttl is for running without MODULE:APP; the app's "
+                              "settings give lease_ttl")
+        app = load_app(args.app)
+        settings = app.settings
+        url = args.url or app.url
+    else:
+        settings = make_settings(**({} if args.lease_ttl is None else
+                                    {"lease_ttl": args.lease_ttl}))
+        url = args.url or os.environ.get("TETHER_URL") or DEFAULT_URL
+        log.warning("no MODULE:APP given: running with the default settings (retention, "
+                    "stall_grace, leader timing); give the app so they match the workers'")
+    if args.no_election:
+        settings = replace(settings, election=False)
+    store = open_store(url)
     store.check_schema()
     holder = f"reaper:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-    maintainer = Maintainer(store, holder, settings, Events())
+    maintainer = Maintainer(store, holder, settings, app.events if args.app else Events())
     shutdown = Shutdown(draining="stopping the reaper")
     restore = shutdown.install()
     maintainer.start()
@@ -69,4 +83,4 @@ def cmd_reaper(args: argparse.Namespace) -> int:
         maintainer.stop()  # joins the loop, which releases leadership while the store is open
         restore()
         store.close()
-    return 0
+    return 0 if shutdown.stopping else 1

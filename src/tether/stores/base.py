@@ -438,6 +438,12 @@ class Store(Protocol):
         """Give up leadership iff (holder, term) still hold it. True when released."""
         ...
 
+    def leader_get(self, name: str) -> Leadership | None:
+        """The current holder of ``name`` (a plain read), expired or not; None when nobody
+        holds it (never acquired, or released). Lets maintainers that do not lead compare
+        their settings with the leader's (the holder string carries them)."""
+        ...
+
     # -- inspection --------------------------------------------------------------------------
     def get_job(self, job_id: int) -> Job | None: ...
 

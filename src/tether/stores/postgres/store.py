@@ -357,6 +357,9 @@ class PostgresStore:
         row = self._one("leader_release", {"name": name, "holder": holder, "term": term})
         return row is not None
 
+    def leader_get(self, name: str) -> Leadership | None:
+        return _leadership(self._one("leader_get", {"name": name}))
+
     # -- inspection ----------------------------------------------------------------------------
     def get_job(self, job_id: int) -> Job | None:
         row = self._one("get_job", {"id": job_id})

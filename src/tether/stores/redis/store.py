@@ -302,6 +302,12 @@ class RedisStore:
     def leader_release(self, name: str, holder: str, term: int) -> bool:
         return bool(int(self._run("leader_release", name, holder, str(int(term)))))
 
+    def leader_get(self, name: str) -> Leadership | None:
+        """A plain HMGET of the lease hash (deleted on release)."""
+        with io():
+            row = self._client.hmget(self._key("leader", name), "holder", "term", "expires_at")
+        return None if row[0] is None else self._leadership(name, row)
+
     # -- inspection --------------------------------------------------------------------------
     def get_job(self, job_id: int) -> Job | None:
         with io():

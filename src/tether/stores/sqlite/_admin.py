@@ -76,6 +76,11 @@ class AdminMixin:
             ).rowcount
         return changed == 1
 
+    @guarded
+    def leader_get(self, name: str) -> Leadership | None:
+        row = self._db.get().execute(Q["leader_get"], {"name": name}).fetchone()
+        return None if row is None else Leadership(*row)
+
     # -- inspection --------------------------------------------------------------------------
     @guarded
     def get_job(self, job_id: int) -> Job | None:

@@ -260,6 +260,10 @@ RETURNING name, holder, term, expires_at
 UPDATE leaders SET holder = NULL, expires_at = 0
 WHERE name = :name AND holder = :holder AND term = :term
 
+-- name: leader_get
+-- A plain read of who holds a leadership (expired or not); a released row has no holder.
+SELECT name, holder, term, expires_at FROM leaders WHERE name = :name AND holder IS NOT NULL
+
 -- name: get_job
 -- Point lookup by primary key.
 SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
