@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ import pytest
 
 import tether
 from tests.faults import FaultProxy
-from tests.worker.helpers import status, wait_until
+from tests.worker.helpers import running, status, wait_until
 from tether.errors import StoreUnavailable
 from tether.stores import open_store
 from tether.stores.base import Store
@@ -203,3 +204,36 @@ def test_a_store_busy_past_a_third_of_the_lease_is_reported_once(
     assert message in warning
     assert len([m for m in caplog.messages if "store answers again" in m]) == 1
 
+
+
+@pytest.mark.parametrize("store_kind", ["sqlite"])
+def test_a_held_sqlite_write_lock_is_reported_after_a_third_of_the_lease(
+    make_app: MakeApp, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process holds SQLite's write lock (a paused worker would): the heartbeat waits
+    in SQLite's busy handler far longer than lease_ttl / 3; the worker says so meanwhile."""
+    app = make_app(lease_ttl=3.0)
+
+    @app.task
+    def hold() -> None:
+        tether.current_job().wait(30)
+
+    hold.enqueue()
+    path = app.url.removeprefix("sqlite:///")
+    with caplog.at_level(logging.INFO, logger="tether"), running(app, concurrency=1) as worker:
+        wait_until(lambda: worker.heartbeater.beats >= 1 and len(worker.registry) == 1,
+                   what="a job in flight")
+        lock = sqlite3.connect(path, isolation_level=None, timeout=10)
+        lock.execute("BEGIN IMMEDIATE")
+        began = time.monotonic()
+        try:
+            wait_until(lambda: any("lease_ttl / 3" in m for m in caplog.messages), timeout=5,
+                       what="the busy warning")
+            assert time.monotonic() - began >= 1.0 - 0.1
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        wait_until(lambda: any("store answers again" in m for m in caplog.messages),
+                   timeout=10, what="the recovery")
+    warnings = [m for m in caplog.messages if "lease_ttl / 3" in m]
+    assert len(warnings) == 1, warnings

@@ -66,6 +66,7 @@ class Heartbeater:
         self.beats = 0  # statements sent, for tests and benchmarks
         self.failures = 0
         self._streak = 0  # heartbeats failed in a row (only the first is logged at WARNING)
+        self._in_flight_since: float | None = None  # when the pending heartbeat was sent
 
     def start(self) -> None:
         self._thread.start()
@@ -81,6 +82,7 @@ class Heartbeater:
         try:
             while not self._stop.wait(min(self.interval, 0.25)):
                 try:
+                    self.health.waiting(self._in_flight_since)
                     self._expire_untrusted(self.registry.to_renew(), clock.monotonic())
                 except Exception:  # an event callback's bug must not end the watch
                     log.exception("lease watch: could not expire untrusted leases")
@@ -101,9 +103,11 @@ class Heartbeater:
         entries = self.registry.to_renew()
         by_lease = {e.lease: e for e in entries}
         sent_at = clock.monotonic()
+        self._in_flight_since = sent_at
         try:
             result = self.store.heartbeat(self.owner, list(by_lease), self.lease_ttl)
         except Exception as exc:
+            self._in_flight_since = None
             if classify(exc) == "gone":
                 self._on_fatal(exc)
                 return self.interval
@@ -114,6 +118,7 @@ class Heartbeater:
                 "heartbeat failed (%s); %d lease(s) at risk", one_line(exc), len(entries))
             self._expire_untrusted(entries, clock.monotonic())
             return min(self.interval, 1.0)
+        self._in_flight_since = None
         self.health.ok()
         self._streak = 0
         self.beats += 1
