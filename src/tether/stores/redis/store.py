@@ -287,6 +287,12 @@ class RedisStore:
         holder, term, expires = row
         return Leadership(name, str(holder), int(term), float(expires))
 
+    def leader_get(self, name: str) -> Leadership | None:
+        """A plain HMGET of the lease hash (deleted on release)."""
+        with io():
+            row = self._client.hmget(self._key("leader", name), "holder", "term", "expires_at")
+        return None if row[0] is None else self._leadership(name, row)
+
     def leader_acquire(
         self, name: str, holder: str, ttl: float, *, now: float | None = None
     ) -> Leadership | None:
@@ -301,12 +307,6 @@ class RedisStore:
 
     def leader_release(self, name: str, holder: str, term: int) -> bool:
         return bool(int(self._run("leader_release", name, holder, str(int(term)))))
-
-    def leader_get(self, name: str) -> Leadership | None:
-        """A plain HMGET of the lease hash (deleted on release)."""
-        with io():
-            row = self._client.hmget(self._key("leader", name), "holder", "term", "expires_at")
-        return None if row[0] is None else self._leadership(name, row)
 
     # -- inspection --------------------------------------------------------------------------
     def get_job(self, job_id: int) -> Job | None:
