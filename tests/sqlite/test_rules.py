@@ -20,7 +20,7 @@ def test_dead_letter_retry_reports_a_unique_key_conflict(sqlite_store: SQLiteSto
     sqlite_store.finish([Outcome(job.lease, "dead", error="boom")], now=t0 + 1)
     (live,) = sqlite_store.enqueue([NewJob("t", queue="u", unique_key="k")], now=t0 + 2)
     assert live != old
-    free = sqlite_store.enqueue([NewJob("t", queue="f")], now=t0)[0]
+    sqlite_store.enqueue([NewJob("t", queue="f")], now=t0)
     (job,) = sqlite_store.claim("w", ["f"], 1, 30.0, now=t0)
     sqlite_store.finish([Outcome(job.lease, "dead", error="boom")], now=t0 + 1)
 

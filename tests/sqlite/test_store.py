@@ -13,8 +13,8 @@ import pytest
 from tether.errors import ConfigError, SchemaError, StoreError, StoreUnavailable
 from tether.stores import open_store
 from tether.stores.base import NewJob, Outcome, Store
-from tether.stores.sqlite._db import parse_url
 from tether.stores.sqlite._rows import Q
+from tether.stores.sqlite._url import parse_url
 from tether.stores.sqlite.store import SCHEMA_VERSION, SQLiteStore
 
 
@@ -229,6 +229,7 @@ def _plan(store: SQLiteStore, name: str) -> str:
             "id",
             "after_id",
             "queue",
+            "nonce",
         )
     }
     rows = conn.execute("EXPLAIN QUERY PLAN " + Q[name], params).fetchall()

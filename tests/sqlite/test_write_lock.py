@@ -54,7 +54,7 @@ def test_paused_lock_holder_gives_store_unavailable_naming_the_lock(
         "heartbeat": lambda: store.heartbeat("w", [], 30.0),
         "enqueue": lambda: store.enqueue([NewJob("t")]),
         "finish": lambda: store.finish([Outcome(stale, "done", result="1")]),
-        "reap": lambda: store.reap_expired(),
+        "reap": store.reap_expired,
     }
     for name, call in calls.items():
         start = time.monotonic()
@@ -68,4 +68,3 @@ def test_paused_lock_holder_gives_store_unavailable_naming_the_lock(
     # Readers are not blocked (WAL): inspection keeps working.
     assert store.list_jobs() == []
     assert store.counts() == []
-
