@@ -124,19 +124,17 @@ class AdminMixin:
 
     @guarded
     def register_worker(self, worker: WorkerInfo, *, now: float | None = None) -> None:
+        params = {
+            "id": worker.id,
+            "host": worker.host,
+            "pid": worker.pid,
+            "queues": json.dumps(list(worker.queues)),
+            "concurrency": worker.concurrency,
+            "now": now,
+        }
         with self._db.write() as conn:
-            t = store_now(conn, now)
-            conn.execute(
-                Q["register_worker"],
-                {
-                    "id": worker.id,
-                    "host": worker.host,
-                    "pid": worker.pid,
-                    "queues": json.dumps(list(worker.queues)),
-                    "concurrency": worker.concurrency,
-                    "now": t,
-                },
-            )
+            params["now"] = store_now(conn, now)
+            conn.execute(Q["register_worker"], params)
 
     @guarded
     def unregister_worker(self, worker_id: str) -> None:
