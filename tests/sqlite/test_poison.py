@@ -50,7 +50,8 @@ def _poison_with_raw_bytes(path: Path, job_id: int) -> None:
         raw.execute(
             "UPDATE jobs SET payload = CAST(X'5b5b2280ff225d2c207b7d5d' AS TEXT),"
             " task = CAST(X'7461736bff' AS TEXT), unique_key = CAST(X'6bc328' AS TEXT),"
-            " last_error = CAST(X'626164ed' AS TEXT), progress = CAST(X'22fe22' AS TEXT)"
+            " last_error = CAST(X'626164ed' AS TEXT), progress = CAST(X'22fe22' AS TEXT),"
+            " errors = CAST(X'5b7b226572726f72223a2280ff227d5d' AS TEXT)"
             " WHERE id = ?",
             (job_id,),
         )
@@ -62,11 +63,14 @@ def test_undecodable_row_never_fails_a_claim_or_a_listing(
     sqlite_store: SQLiteStore, tmp_path: Path
 ) -> None:
     t0 = sqlite_store.now()
-    bad, good = sqlite_store.enqueue([NewJob("t", queue="p"), NewJob("t", queue="p")], now=t0)
+    bad, good, odd = sqlite_store.enqueue([NewJob("t", queue="p") for _ in range(3)], now=t0)
     _poison_with_raw_bytes(tmp_path / "tether.db", bad)
+    raw = sqlite3.connect(tmp_path / "tether.db", isolation_level=None)
+    raw.execute("UPDATE jobs SET errors = 'not json' WHERE id = ?", (odd,))
+    raw.close()
 
     listed = sqlite_store.list_jobs(queue="p")
-    assert [j.id for j in listed] == [bad, good]
+    assert [j.id for j in listed] == [bad, good, odd]
     job = sqlite_store.get_job(bad)
     assert job is not None
     assert job.task == "task\ufffd"
@@ -74,9 +78,13 @@ def test_undecodable_row_never_fails_a_claim_or_a_listing(
     assert "\ufffd" in (job.last_error or "")
 
     claimed = sqlite_store.claim("w", ["p"], 5, 30.0, now=t0)
-    assert sorted(j.id for j in claimed) == [bad, good]
-    # The holder can end the attempt, and the record it appends stays readable.
+    assert sorted(j.id for j in claimed) == [bad, good, odd]
+    # The holder can end the attempt, and the record it appends stays readable; the reaper
+    # is not stopped by a row whose error history is not JSON.
     leases = {j.id: j.lease for j in claimed}
     assert sqlite_store.finish([Outcome(leases[bad], "error", error="e")], now=t0 + 1) == []
-    assert sqlite_store.reap_expired(now=t0 + 100) != []
-    assert {c.status for c in sqlite_store.counts()} >= {"pending"}
+    assert [r.job_id for r in sqlite_store.reap_expired(now=t0 + 100)] == [good, odd]
+    for job_id in (bad, odd):
+        job = sqlite_store.get_job(job_id)
+        assert job is not None and job.status == "pending"
+        assert job.error_history[-1]["error"] in ("e", "worker lease expired")

@@ -23,8 +23,11 @@ Invariants this module holds (see ``tether.stores.base`` for the contract):
   with one ``UPDATE``; the candidate read that reports old owners runs under the same write lock.
 * **The store's clock decides.** ``now=None`` means SQLite's ``julianday('now')``, read inside
   the transaction that uses it; this module never reads Python's clock for store time.
+* **The file under the store is the file it opened.** A database deleted or replaced under a
+  running process raises ``StoreGone`` (``_db.Connections.check_file``) instead of letting the
+  process work on data nobody else sees; every row is readable, whatever bytes it holds.
 
-All SQL lives in ``queries.sql`` / ``schema.sql``; batches are bound as one JSON parameter and
+All SQL lives in ``queries.sql`` and ``schema*.sql``; batches are bound as one JSON parameter and
 expanded by ``json_each``, so every statement text is fixed and prepared once per connection.
 Input is checked by :mod:`tether.limits` before any write (a batch is all or nothing); error
 text goes through :func:`tether.text.clean_error`. Requires SQLite >= 3.35 (``RETURNING``,
@@ -41,7 +44,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tether import clock
-from tether.errors import JobNotFound, SchemaError
+from tether.errors import JobNotFound
 from tether.limits import check_job_id, check_jobs, check_json_text, check_text
 from tether.stores.base import (
     REAPED_ERROR,
@@ -53,21 +56,13 @@ from tether.stores.base import (
     Outcome,
     Reaped,
     RetryResult,
-    StoreInfo,
 )
 from tether.stores.sqlite._admin import AdminMixin
 from tether.stores.sqlite._db import Connections, guarded
-from tether.stores.sqlite._rows import (
-    SCHEMA_STEPS,
-    SCHEMA_VERSION,
-    FinishPlan,
-    Q,
-    job_from_row,
-    store_now,
-)
+from tether.stores.sqlite._rows import SCHEMA_VERSION, FinishPlan, Q, job_from_row, store_now
+from tether.stores.sqlite._schema import SchemaMixin
 from tether.stores.sqlite._url import parse_url
 
-_TABLES = frozenset({"jobs", "workers", "leaders", "schema_version", "requests"})
 _WAIT_POLL = 0.01
 _MAX_REQUEST_ID = 255
 
@@ -76,7 +71,7 @@ def _request_id(value: str | None) -> str | None:
     return None if value is None else check_text(value, "request_id", limit=_MAX_REQUEST_ID)
 
 
-class SQLiteStore(AdminMixin):
+class SQLiteStore(SchemaMixin, AdminMixin):
     """SQLite implementation of :class:`tether.stores.base.Store`. Thread- and fork-safe.
 
     ``busy_timeout``: how long a write waits for another process's write lock before it
@@ -99,73 +94,10 @@ class SQLiteStore(AdminMixin):
     def __repr__(self) -> str:
         return f"SQLiteStore({self.url!r})"
 
-    # -- lifecycle -------------------------------------------------------------------------
-    @guarded
-    def migrate(self) -> int:
-        """Apply the schema steps newer than the file's version, in one write transaction.
-
-        The version is read under the write lock, so concurrent migrations (threads or
-        processes) run the steps once: the first one applies them, the others find them done.
-        """
-        with self._db.write() as conn:
-            exists = conn.execute(Q["schema_version_exists"]).fetchone() is not None
-            current = (conn.execute(Q["schema_version"]).fetchone()[0] if exists else None) or 0
-            if current > SCHEMA_VERSION:
-                raise SchemaError(
-                    f"SQLite schema version {current} is newer than this tether knows "
-                    f"({SCHEMA_VERSION}); upgrade tether"
-                )
-            t = store_now(conn, None)
-            for version in range(current + 1, SCHEMA_VERSION + 1):
-                for statement in SCHEMA_STEPS[version].values():
-                    conn.execute(statement)
-                conn.execute(Q["schema_version_insert"], {"version": version, "now": t})
-        return SCHEMA_VERSION
-
-    @guarded
-    def check_schema(self) -> None:
-        conn = self._db.get()
-        found = {row[0] for row in conn.execute(Q["schema_tables"])}
-        if "schema_version" not in found:
-            raise SchemaError(
-                f"SQLite schema is missing in {self._db.path!r}: run `tether migrate`"
-            )
-        version = conn.execute(Q["schema_version"]).fetchone()[0]
-        if version is None:
-            raise SchemaError(f"SQLite schema in {self._db.path!r} has no version: run migrate")
-        if version > SCHEMA_VERSION:
-            raise SchemaError(
-                f"SQLite schema version {version} is newer than this tether knows "
-                f"({SCHEMA_VERSION}); upgrade tether"
-            )
-        if version < SCHEMA_VERSION or _TABLES - found:
-            raise SchemaError(
-                f"SQLite schema version {version} in {self._db.path!r} is older than this "
-                f"tether's ({SCHEMA_VERSION}): run `tether migrate` (existing jobs are kept)"
-            )
-
+    # -- lifecycle (migrate, check_schema, info: SchemaMixin) --------------------------------
     def close(self) -> None:
         self._db.close()
         self.notify(())
-
-    @guarded
-    def info(self) -> StoreInfo:
-        conn = self._db.get()
-        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        try:
-            version = conn.execute(Q["schema_version"]).fetchone()[0] or 0
-        except sqlite3.OperationalError:
-            version = 0
-        return StoreInfo(
-            kind=self.kind,
-            url=self.url,
-            schema_version=int(version),
-            extra={
-                "path": self.path,
-                "journal_mode": str(mode),
-                "sqlite_version": sqlite3.sqlite_version,
-            },
-        )
 
     @guarded
     def now(self) -> float:
