@@ -31,6 +31,7 @@ R = TypeVar("R")
 
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
+_BUSY_PHRASES = ("database is locked", "database table is locked", "database is busy")
 
 #: Connections inherited across fork: kept referenced forever so the child never finalizes them.
 _INHERITED: list[sqlite3.Connection] = []
@@ -49,10 +50,14 @@ def _decode(data: bytes) -> str:
 
 def map_error(exc: sqlite3.Error, db: Connections | None = None) -> StoreError:
     """Translate a sqlite3 error into tether's tree (the original becomes ``__cause__``)."""
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
     message = str(exc)
     lowered = message.lower()
-    if code in (_SQLITE_BUSY, _SQLITE_LOCKED) or "locked" in lowered or "busy" in lowered:
+    # By result code; the text only when there is none (a constraint message naming the
+    # locked_by column is a permanent error, never "locked").
+    if code in (_SQLITE_BUSY, _SQLITE_LOCKED) or (
+        code == 0 and any(phrase in lowered for phrase in _BUSY_PHRASES)
+    ):
         return StoreUnavailable(locked_message(message, db))
     if "no such table" in lowered or "no such column" in lowered:
         return SchemaError(f"SQLite schema is missing or old ({message}); run `tether migrate`")
