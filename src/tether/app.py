@@ -175,7 +175,7 @@ class App:
 
     def retry_failed(self, job_ids: Sequence[int] | None = None) -> RetryResult:
         """Dead-letter retry; jobs whose unique_key a live job holds stay failed and are
-        listed in the result's ``conflicts``."""
+        listed in ``conflicts``."""
         return self.store.retry_failed(job_ids)
 
     # -- working -----------------------------------------------------------------------------
