@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tether import payload, text
-from tether.context import bind, unbind
+from tether.context import JobContext, bind, unbind
 from tether.errors import (
     Fail,
     Interrupted,
@@ -148,30 +148,40 @@ class Executor:
     def outcome(
         self, entry: Running, task: Task, result: Any, exc: BaseException | None
     ) -> Outcome | None:
-        ctx, lease = entry.ctx, entry.ctx.lease
-        why = ctx.stop_reason
-        if exc is None:
-            try:
-                value = payload.dumps(result, f"result of {task.name}")
-            except TypeError as err:  # running the handler again cannot fix its result
-                return Outcome(lease, "dead", error=describe(err), reason="bad_result")
-            return Outcome(lease, "done", result=value)
-        if isinstance(exc, BadArguments):  # nor its arguments: no re-run of side effects
-            return Outcome(lease, "dead", error=describe(exc), reason="bad_arguments")
-        if isinstance(exc, (asyncio.CancelledError, Interrupted)):
-            if why == "JobCancelled" or isinstance(exc, JobCancelled):
-                return Outcome(lease, "cancelled", error="cancelled on request")
-            if why == "ShuttingDown" or isinstance(exc, ShuttingDown):
-                return Outcome(lease, "released")
-            if why == "LeaseInterrupted" or isinstance(exc, LeaseInterrupted):
-                return None  # nothing to write: the lease is gone, the fence would reject it
-            return Outcome(lease, "error", error=describe(exc), reason="error",
-                           retry_delay=task.options.retry.delay(ctx.job.failures + 1))
-        if isinstance(exc, Fail):
-            return Outcome(lease, "dead", error=describe(exc), reason="error")
-        delay = task.options.retry.delay(ctx.job.failures + 1)
-        if isinstance(exc, Retry) and exc.delay is not None:
-            delay = max(0.0, exc.delay)
-        if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt in a handler
-            log.error("job %s raised %s", ctx.id, type(exc).__name__)
-        return Outcome(lease, "error", error=describe(exc), reason="error", retry_delay=delay)
+        return decide(entry.ctx, task, result, exc)
+
+
+def decide(ctx: JobContext, task: Task, result: Any, exc: BaseException | None) -> Outcome | None:
+    """The outcome of an attempt whose handler returned ``result`` or raised ``exc``.
+
+    A result the store cannot hold, and arguments that do not fit the function
+    (:class:`~tether.task.BadArguments`), fail the job at once: running the handler again
+    cannot fix either, and re-running it would repeat its side effects for nothing.
+    """
+    lease = ctx.lease
+    why = ctx.stop_reason
+    if exc is None:
+        try:
+            value = payload.dumps(result, f"result of {task.name}")
+        except TypeError as err:
+            return Outcome(lease, "dead", error=describe(err), reason="bad_result")
+        return Outcome(lease, "done", result=value)
+    if isinstance(exc, BadArguments):
+        return Outcome(lease, "dead", error=describe(exc), reason="bad_arguments")
+    if isinstance(exc, (asyncio.CancelledError, Interrupted)):
+        if why == "JobCancelled" or isinstance(exc, JobCancelled):
+            return Outcome(lease, "cancelled", error="cancelled on request")
+        if why == "ShuttingDown" or isinstance(exc, ShuttingDown):
+            return Outcome(lease, "released")
+        if why == "LeaseInterrupted" or isinstance(exc, LeaseInterrupted):
+            return None  # nothing to write: the lease is gone, the fence would reject it
+        return Outcome(lease, "error", error=describe(exc), reason="error",
+                       retry_delay=task.options.retry.delay(ctx.job.failures + 1))
+    if isinstance(exc, Fail):
+        return Outcome(lease, "dead", error=describe(exc), reason="error")
+    delay = task.options.retry.delay(ctx.job.failures + 1)
+    if isinstance(exc, Retry) and exc.delay is not None:
+        delay = max(0.0, exc.delay)
+    if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt in a handler
+        log.error("job %s raised %s", ctx.id, type(exc).__name__)
+    return Outcome(lease, "error", error=describe(exc), reason="error", retry_delay=delay)
