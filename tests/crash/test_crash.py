@@ -202,6 +202,8 @@ def test_second_sigterm_hands_the_lease_back_at_once(
     second_mono = time.monotonic()
     assert worker.proc.wait(10) == 0
     assert time.monotonic() - second_mono < 3.0, "the second SIGTERM must stop it promptly"
+    assert worker.logged("handed back 1 lease(s)"), worker.log_text()
+    assert not worker.logged("could not hand back"), worker.log_text()
 
     job = get(store, job_id)
     assert job.status == "pending"
