@@ -40,7 +40,7 @@ log = logging.getLogger("tether.maintainer")
 ELECTION = "maintenance"  # the reaper's (the name predates per-duty elections)
 PRUNE_ELECTION = "maintenance:prune"
 HOUSEKEEPING_EVERY = 2.0  # a statistics read; the VACUUM it may start runs on its own thread
-CHECK_EVERY = 2.0  # how often the leaders' settings are compared with ours
+CHECK_EVERY = 10.0  # how often the leaders' settings are compared with ours (two reads)
 #: The reaper's longest sleep when the settings disable it in workers (``reaper_interval=0``)
 #: but this maintainer reaps anyway (``tether reaper``).
 STANDALONE_REAP_EVERY = 5.0
@@ -99,7 +99,7 @@ class Maintainer:
         self._reported: dict[str, str] = {}  # election -> leader holder last reported
         self._on_fatal = on_fatal
         self._housekeeper: threading.Thread | None = None
-        self._next_house = 0.0
+        self._next_house = self._next_reap = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self.run, name="tether-maintainer", daemon=True)
 
@@ -170,10 +170,12 @@ class Maintainer:
                         duty.next_election = now + duty.elector.run_once()
                     due.append(duty.next_election)
                 if not duty.acting:
-                    duty.next_run = clock.monotonic()  # act at once on becoming leader
+                    duty.next_run = 0.0  # act at once on becoming leader
+                    if duty.name == "reap":
+                        self._next_reap = 0.0
                     continue
                 if now >= duty.next_run:
-                    duty.next_run = clock.monotonic() + self._perform(duty)
+                    duty.next_run = clock.monotonic() + max(0.0, self._perform(duty))
                 due.append(duty.next_run)
             if self.settings.election and now >= next_check:
                 next_check = now + CHECK_EVERY
@@ -186,11 +188,14 @@ class Maintainer:
         try:
             if duty.name == "reap":
                 assert self.reaper is not None
-                self.reaper.run_once()
-                if clock.monotonic() >= self._next_house:
+                now = clock.monotonic()
+                if now >= self._next_reap:
+                    self.reaper.run_once()
+                    self._next_reap = clock.monotonic() + self.reaper.next_wait()
+                if now >= self._next_house:
                     self.housekeep()
                     self._next_house = clock.monotonic() + HOUSEKEEPING_EVERY
-                wait = min(self.reaper.next_wait(), HOUSEKEEPING_EVERY)
+                wait = min(self._next_reap, self._next_house) - clock.monotonic()
             else:
                 assert self.pruner is not None
                 self.pruner.run_once()
@@ -198,6 +203,8 @@ class Maintainer:
         except StoreGone:
             raise
         except Exception as exc:
+            if duty.name == "reap":
+                self._next_reap = 0.0  # sweep again when the duty runs next, in a second
             duty.failures += 1
             (log.warning if duty.failures == 1 or duty.failures % 100 == 0 else log.debug)(
                 "maintenance (%s) failed (%s: %s); retrying", duty.name,
