@@ -13,6 +13,8 @@ Invariants:
   the holder acts with, see ``fingerprint.py``), so other processes can read who leads with
   which settings (``Store.leader_get``) and report a disagreement.
 * No exception from one store call ends the election; ``StoreGone`` is raised to the caller.
+* Followers poll with reads (``leader_get``) and write (``leader_acquire``) only when the
+  lease is absent or has run out.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ class LeaderElector:
         sent = clock.monotonic()
         try:
             if self.lease is None:
-                got = self.store.leader_acquire(self.name, self.stored_holder, self.ttl)
+                got = None if self._held_by_another() else self.store.leader_acquire(
+                    self.name, self.stored_holder, self.ttl)
                 if got is not None:
                     self.lease, self._trusted_until = got, sent + self.ttl
                     log.info("%s became leader of %s (term %d)", self.holder, self.name, got.term)
@@ -85,6 +88,14 @@ class LeaderElector:
             return min(self.retry, 1.0)
         self.failures = 0
         return self.ttl / 3 if self.lease is not None else self.retry
+
+    def _held_by_another(self) -> bool:
+        """A follower first *reads* who leads: while another holder's lease runs, trying to
+        acquire would only be a write that changes nothing (on SQLite it takes the file's
+        write lock: a follower paused inside it would stop every process on the file)."""
+        current = self.store.leader_get(self.name)
+        return (current is not None and current.holder != self.stored_holder
+                and current.expires_at > self.store.now())
 
     def release(self) -> None:
         lease, self.lease = self.lease, None
