@@ -77,6 +77,13 @@ def durability_warnings(extra: dict[str, str]) -> list[str]:
     if extra.get("aof_enabled") == "0":
         warnings.append("Redis append-only file is off: a restart loses recent jobs "
                         "(set appendonly yes)")
+    lost = extra.get("data_loss", "0")
+    if lost not in ("0", "?"):
+        at = extra.get("last_data_loss_at")
+        last = when(float(at)) + " UTC" if at else "?"
+        warnings.append(f"Redis lost tether's data {lost} time(s) (last {last}): the jobs it "
+                        "held then are gone and job ids were reused (set appendonly yes; see "
+                        "docs/stores.md)")
     policy = extra.get("maxmemory_policy")
     if policy not in (None, "?", "noeviction"):
         warnings.append(f"Redis maxmemory-policy is {policy}: eviction can delete jobs "
