@@ -16,6 +16,7 @@ import pytest
 
 from tests.contract.helpers import transient
 from tests.faults import FaultProxy
+from tether.errors import StoreUnavailable
 from tether.stores.base import Lease, NewJob, Outcome
 from tether.stores.redis.store import RedisStore
 
@@ -47,7 +48,7 @@ def test_enqueue_without_request_id_is_still_not_replayed_twice(
     proxy.drop_next_reply(b"lost-plain-enqueue")
     try:
         ids: list[int] | None = store.enqueue([NewJob("lost-plain-enqueue")])
-    except Exception:  # surfaced as StoreUnavailable: the caller decides
+    except StoreUnavailable:  # surfaced to the caller, who decides
         ids = None
     _dropped(proxy)
     jobs = [j for j in rstore.list_jobs(limit=100) if j.task == "lost-plain-enqueue"]
@@ -72,13 +73,33 @@ def test_claim_whose_reply_is_lost_leaves_no_orphan(proxied: Proxied, rstore: Re
     assert len(jobs) == 1
 
 
+def test_claim_without_request_id_whose_reply_is_lost_leaves_no_orphan(
+    proxied: Proxied, rstore: RedisStore
+) -> None:
+    """The store's own nonce makes redis-py's automatic replay of a plain claim safe too."""
+    store, proxy = proxied
+    store.enqueue([NewJob("t", queue="lost-plain-claim") for _ in range(3)])
+    store.claim("warm-up", ["elsewhere"], 1, 30)
+    proxy.drop_next_reply(b"w-lost-plain-claim")
+    try:
+        jobs = store.claim("w-lost-plain-claim", ["lost-plain-claim"], 1, 30)
+    except StoreUnavailable:  # the caller would retry; what matters is what is running
+        jobs = []
+    _dropped(proxy)
+    running = rstore.list_jobs(status="running", queue="lost-plain-claim", limit=100)
+    assert {j.id for j in running} == {j.id for j in jobs}, (
+        "a job is running under a worker that was never told it claimed it"
+    )
+
+
 def test_finish_whose_reply_is_lost_is_not_reported_rejected(
     proxied: Proxied, rstore: RedisStore
 ) -> None:
     store, proxy = proxied
-    (job_id,) = store.enqueue([NewJob("t", queue="lost-finish")])
-    (job,) = store.claim("w1", ["lost-finish"], 1, 30)
-    store.finish([])  # nothing, but the finish path is warm
+    warm_id, job_id = store.enqueue([NewJob("t", queue="lost-finish") for _ in range(2)])
+    warm, job = store.claim("w1", ["lost-finish"], 2, 30)
+    assert (warm.id, job.id) == (warm_id, job_id)
+    assert store.finish([Outcome(warm.lease, "done")]) == []  # the script is loaded
     proxy.drop_next_reply(b'"lost-finish-result"')
     rejected = transient(
         lambda: store.finish([Outcome(job.lease, "done", result='"lost-finish-result"')])
@@ -95,6 +116,7 @@ def test_heartbeat_whose_reply_is_lost_renews_and_loses_nothing(
     store, proxy = proxied
     store.enqueue([NewJob("t", queue="lost-beat")])
     (job,) = store.claim("w-lost-beat", ["lost-beat"], 1, 30)
+    store.heartbeat("w-lost-beat", [], 30)  # the script is loaded
     t0 = store.now()
     proxy.drop_next_reply(b"w-lost-beat")
     beat = transient(lambda: store.heartbeat("w-lost-beat", [job.lease], 300))
@@ -123,6 +145,8 @@ def test_leader_release_and_renew_replays_are_harmless(
     proxied: Proxied, rstore: RedisStore
 ) -> None:
     store, proxy = proxied
+    store.leader_renew("warm-up", "nobody", 1, 30)  # the scripts are loaded
+    store.leader_release("warm-up", "nobody", 1)
     lead = store.leader_acquire("maint", "h-lost", 30)
     assert lead is not None
     proxy.drop_next_reply(b"h-lost")
