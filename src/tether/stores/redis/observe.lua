@@ -15,7 +15,10 @@
 -- ARGV: P, known_epoch|'', known_run_id|'', fresh_epoch, create ('1'|'0'), schema_version
 -- Returns {epoch|'', run_id, lost (0|1), restarted (0|1)}.
 local now, now_s = clock('')
-local run_id = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') or ''
+-- pcall: a server that renamed or disabled INFO still gets the epoch check.
+local info = redis.pcall('INFO', 'server')
+local run_id = ''
+if type(info) == 'string' then run_id = string.match(info, 'run_id:(%x+)') or '' end
 local ek, ik = P .. ':epoch', P .. ':incidents'
 local epoch = redis.call('GET', ek)
 local known_epoch, known_run = ARGV[2], ARGV[3]
