@@ -9,7 +9,7 @@ import sys
 from tether.cli.render import dump_json, job_detail, job_dict, jobs_table, table, when
 from tether.errors import JobNotFound
 from tether.stores import open_store
-from tether.stores.base import STATUSES, JobStatus, RetryResult, Store
+from tether.stores.base import STATUSES, JobStatus, Store
 from tether.task import make_new_job
 
 
@@ -64,20 +64,18 @@ def cmd_dlq(args: argparse.Namespace) -> int:
         if not args.all and not args.ids:
             print("tether dlq retry: give job ids or --all", file=sys.stderr)
             return 2
-        result = store.retry_failed(None if args.all else args.ids)
+        outcome = store.retry_failed(None if args.all else args.ids)
     finally:
         store.close()
-    if isinstance(result, int):  # a store from before RetryResult (issue #8 rolls it out)
-        result = RetryResult(result)
-    moved, held = result.retried, list(result.conflicts)
+    moved, held = outcome.retried, list(outcome.conflicts)
     if args.json:
-        dump_json({"retried": moved, **({"conflicts": held} if held else {})})
+        dump_json({"retried": moved, "conflicts": held})
     else:
         print(f"retried {moved} job(s)")
         if held:
-            print(f"left failed, their unique_key is held by a live job: "
-                  f"{', '.join(map(str, held))}", file=sys.stderr)
-    return 0 if moved or args.all else 1
+            print(f"not retried (their unique_key is held by a live job): "
+                  f"{', '.join(map(str, held))}")
+    return 0 if moved or (args.all and not held) else 1
 
 
 def durability_warnings(extra: dict[str, str]) -> list[str]:
