@@ -62,7 +62,7 @@ class Worker:
         self.concurrency = concurrency
         self.queues = list(queues) if queues else app.queues()
         self.id = new_worker_id()
-        self.shutdown = Shutdown()
+        self.shutdown = Shutdown(grace=self.settings.shutdown_timeout)
         self.registry = Registry(concurrency)
         self.store: Store = app.store
         self._hb_store = open_store(app.url)
@@ -197,7 +197,8 @@ class Worker:
         self.claimed += 1
         entry = Running(JobContext(job, self.store), trusted_until)
         self.registry.add(entry)
-        self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id)
+        self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
+                             detail={"task": job.task, "queue": job.queue})
         task = self.app.tasks.get(job.task)
         if task is None:
             log.error("job %s: unknown task %r; dead-lettering it", job.id, job.task)
