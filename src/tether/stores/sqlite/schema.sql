@@ -92,3 +92,11 @@ CREATE TABLE IF NOT EXISTS schema_version (
     version    INTEGER PRIMARY KEY,
     applied_at REAL    NOT NULL
 )
+
+-- name: create_paused_queues
+-- Queues an operator paused (``tether pause``): workers leave them out of their claims. A
+-- separate table, so the claim statement and the jobs table stay as they are.
+CREATE TABLE IF NOT EXISTS paused_queues (
+    queue     TEXT PRIMARY KEY,
+    paused_at REAL NOT NULL
+)

@@ -42,6 +42,7 @@ from tether.stores.base import (
 )
 from tether.stores.sqlite._admin import AdminMixin
 from tether.stores.sqlite._db import Connections, guarded, parse_url
+from tether.stores.sqlite._ops import OpsMixin
 from tether.stores.sqlite._rows import (
     SCHEMA,
     SCHEMA_VERSION,
@@ -55,7 +56,7 @@ _TABLES = frozenset({"jobs", "workers", "leaders", "schema_version"})
 _WAIT_POLL = 0.01
 
 
-class SQLiteStore(AdminMixin):
+class SQLiteStore(AdminMixin, OpsMixin):
     """SQLite implementation of :class:`tether.stores.base.Store`. Thread- and fork-safe."""
 
     kind = "sqlite"
