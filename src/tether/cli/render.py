@@ -126,6 +126,7 @@ def job_dict(job: Job) -> dict[str, Any]:
         "interruptions": job.interruptions, "unique_key": job.unique_key,
         "cancel_requested": job.cancel_requested, "locked_by": job.locked_by,
         "args": payload[0], "kwargs": payload[1],
+        "meta": payload[2] if len(payload) == 3 else {},
         "result": _decoded(job.result), "checkpoint": _decoded(job.checkpoint),
         "progress": _decoded(job.progress),
         "failure_reason": job.failure_reason, "last_error": job.last_error,
