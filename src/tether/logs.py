@@ -225,9 +225,9 @@ class JobLog:
         self._attempt_failed(event, dict(f))
         delay = event.detail.get("delay")
         f["delay"] = delay
-        log.info("job %s: retry scheduled in %ss (attempt %s failed)%s", event.job_id,
+        log.info("job %s: retry scheduled in %ss%s", event.job_id,
                  "?" if delay is None else f"{float(delay):.3f}".rstrip("0").rstrip("."),
-                 event.attempt, self._where({**f, "duration": None}), extra=f)
+                 self._where({**f, "duration": None}), extra=f)
 
     def failed(self, event: Event) -> None:
         f = self._fields(event, end=True)
