@@ -43,6 +43,8 @@ def test_search_filters_combine(store: Store, t0: float) -> None:
     assert store.search_jobs(JobFilter(task="nope")) == []
     job = running_job(store, t0, queue="q9")
     assert ids(store.search_jobs(JobFilter(status="running"))) == [job.id]
+    # the same row as get_job, every field (a store adding a column must add it here too)
+    assert store.search_jobs(JobFilter(status="running")) == [must_get(store, job.id)]
     assert ids(store.search_jobs(JobFilter(status="pending", queue="q1"),
                                  limit=2)) == [made[11], made[9]]
 

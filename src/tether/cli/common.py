@@ -162,7 +162,7 @@ def sqlite_file(url: str) -> Path | None:
     """The file an SQLite URL names (None for other stores)."""
     if not url.lower().startswith("sqlite:"):
         return None
-    from tether.stores.sqlite._db import parse_url
+    from tether.stores.sqlite._url import parse_url
 
     return Path(parse_url(url))
 

@@ -93,24 +93,22 @@ def cmd_dlq(args: argparse.Namespace) -> int:
             return 2
         missing = []
         if not args.all:
-            for job_id in args.ids:
-                job = store.get_job(job_id)
-                if job is None:
-                    missing.append(job_id)
-        moved, conflicts = retried(store.retry_failed(None if args.all else args.ids))
+            missing = [i for i in args.ids if store.get_job(i) is None]
+        moved, held = retried(store.retry_failed(None if args.all else args.ids))
     finally:
         store.close()
     if args.json:
-        dump_json({"retried": moved, "conflicts": conflicts, "missing": missing})
+        dump_json({"retried": moved, "conflicts": held, "missing": missing})
     else:
         print(f"retried {moved} job(s)")
-        if conflicts:
-            print(f"left failed (their unique_key is held by a live job): {conflicts}")
+        if held:
+            print(f"not retried (their unique_key is held by a live job): "
+                  f"{', '.join(map(str, held))}")
         if missing:
             print(f"no such job: {', '.join(map(str, missing))}", file=sys.stderr)
     if missing and not moved:
         return 4
-    return 0 if moved or args.all else 1
+    return 0 if moved or (args.all and not held) else 1
 
 
 def durability_warnings(extra: dict[str, str]) -> list[str]:

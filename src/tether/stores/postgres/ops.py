@@ -1,7 +1,9 @@
 """Operations methods of the PostgreSQL store (issue #11), a mixin of PostgresStore.
 
-All SQL is in ``ops.sql``; the ``paused_queues`` table comes with schema version 2. Purge
-deletes in bounded batches so one call never holds a lock on a million rows.
+All SQL is in ``ops.sql``. The ``paused_queues`` table is made by the first pause or resume
+(``CREATE TABLE IF NOT EXISTS``), so no migration is needed and the schema's version is
+untouched; until it exists, no queue is paused. Purge deletes in bounded batches so one call
+never holds a lock on a million rows.
 """
 
 from __future__ import annotations
@@ -21,10 +23,17 @@ PURGE_BATCH = 1000
 
 class OpsMixin:
     _connector: Connector
+    _paused_table = False  # set once the table is known to exist (it is never dropped)
 
     def _ops(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         with self._connector.connection() as pooled:
             return pooled.execute(OPS[name], params).fetchall()
+
+    def _ensure_paused_table(self) -> None:
+        if not self._paused_table:
+            with self._connector.connection() as pooled:
+                pooled.execute(OPS["create_paused_queues"])
+            self._paused_table = True
 
     def search_jobs(
         self, filter: JobFilter, *, cursor: int | None = None, limit: int = 100
@@ -55,16 +64,22 @@ class OpsMixin:
 
     def pause_queue(self, queue: str) -> bool:
         limits.check_text(queue, "queue", limit=limits.MAX_NAME)
+        self._ensure_paused_table()
         return bool(self._ops("pause_queue", {"queue": queue}))
 
     def resume_queue(self, queue: str) -> bool:
         limits.check_text(queue, "queue", limit=limits.MAX_NAME)
+        self._ensure_paused_table()
         resumed = bool(self._ops("resume_queue", {"queue": queue}))
         if resumed:
             self.notify([queue])  # type: ignore[attr-defined]
         return resumed
 
     def paused_queues(self) -> list[str]:
+        if not self._paused_table:
+            if not self._ops("has_paused_queues", {})[0][0]:
+                return []
+            self._paused_table = True
         return [str(row[0]) for row in self._ops("paused_queues", {})]
 
     def delete_dead_workers(self, older_than: float, *, now: float | None = None) -> int:

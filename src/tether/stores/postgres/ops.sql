@@ -1,6 +1,19 @@
 -- Named queries of the PostgreSQL store for operations (issue #11): searching, purging,
 -- pausing, forgetting dead workers, reading the leader. None is on the lease hot path.
 
+-- name: create_paused_queues
+-- Queues an operator paused (`tether pause`). Made by the first pause or resume, not by a
+-- migration: the claim statement, the jobs table and the schema's version stay as they are
+-- (workers read this small table every few seconds and leave paused queues out of their
+-- claims). Needs the CREATE privilege on the schema, which `tether migrate` needs anyway.
+CREATE TABLE IF NOT EXISTS paused_queues (
+    queue     text        PRIMARY KEY,
+    paused_at timestamptz NOT NULL DEFAULT now()
+)
+
+-- name: has_paused_queues
+SELECT to_regclass('paused_queues') IS NOT NULL
+
 -- name: search_jobs_desc
 -- Newest first: a backward range scan of the primary key from the cursor (keyset pagination
 -- costs the same on every page); NULL filters mean "any".

@@ -1,9 +1,9 @@
 """Operations methods of the SQLite store (issue #11), a mixin of SQLiteStore.
 
 Same rules as ``store.py``: every write in ``BEGIN IMMEDIATE``, all SQL in ``ops.sql``,
-``now=None`` means SQLite's clock. A database migrated by an older tether has no
-``paused_queues`` table until the next ``migrate``: reads then see no paused queue and a pause
-creates the table, so a worker started with ``auto_migrate=False`` keeps working.
+``now=None`` means SQLite's clock. The ``paused_queues`` table is made by the first pause (in
+the same write) rather than by a schema version, so the schema's version and its upgrade steps
+are untouched; until then, reads see no paused queue.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tether import limits
 from tether.stores import queries
 from tether.stores.base import Job, JobFilter, JobStatus, Leadership
 from tether.stores.sqlite._db import Connections, guarded
-from tether.stores.sqlite._rows import SCHEMA, job_from_row, store_now
+from tether.stores.sqlite._rows import job_from_row, store_now
 
 OPS = queries.load("tether.stores.sqlite", "ops.sql")
 PURGE_BATCH = 1000
@@ -70,7 +70,7 @@ class OpsMixin:
     def pause_queue(self, queue: str) -> bool:
         limits.check_text(queue, "queue", limit=limits.MAX_NAME)
         with self._db.write() as conn:
-            conn.execute(SCHEMA["create_paused_queues"])
+            conn.execute(OPS["create_paused_queues"])
             t = store_now(conn, None)
             return conn.execute(OPS["pause_queue"], {"queue": queue, "now": t}).rowcount > 0
 
@@ -78,7 +78,7 @@ class OpsMixin:
     def resume_queue(self, queue: str) -> bool:
         limits.check_text(queue, "queue", limit=limits.MAX_NAME)
         with self._db.write() as conn:
-            conn.execute(SCHEMA["create_paused_queues"])
+            conn.execute(OPS["create_paused_queues"])
             return conn.execute(OPS["resume_queue"], {"queue": queue}).rowcount > 0
 
     @guarded

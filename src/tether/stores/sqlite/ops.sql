@@ -2,13 +2,23 @@
 -- forgetting dead workers, reading the leader. None of them is on the lease hot path.
 -- Job rows use the column list of ``base.Job`` in field order, like queries.sql.
 
+-- name: create_paused_queues
+-- Queues an operator paused (``tether pause``): workers leave them out of their claims. Made
+-- by the first pause (in that write), not by a schema version: the claim statement, the jobs
+-- table and the schema's version stay as they are, and a database without it has no paused
+-- queue.
+CREATE TABLE IF NOT EXISTS paused_queues (
+    queue     TEXT PRIMARY KEY,
+    paused_at REAL NOT NULL
+)
+
 -- name: search_jobs_desc
 -- Newest first: a backwards range scan of the primary key from the cursor; (:x IS NULL OR ...)
 -- keeps one fixed statement for every filter combination.
 SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
        stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
        finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors
+       cancel_requested, errors, lease_token
 FROM jobs
 WHERE id < :cursor
   AND (:status IS NULL OR status = :status)
@@ -23,7 +33,7 @@ LIMIT :limit
 SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
        stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
        finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors
+       cancel_requested, errors, lease_token
 FROM jobs
 WHERE id > :cursor
   AND (:status IS NULL OR status = :status)
