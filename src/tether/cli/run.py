@@ -66,7 +66,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     log.info("%s", message, extra=fields)
     stop_metrics = None
     if args.metrics_port is not None:
-        from tether.metrics import serve
+        try:
+            from tether.metrics import serve
+        except ImportError as exc:
+            raise ConfigError(f"--metrics-port needs the metrics extra: pip install "
+                              f"'tether[metrics]' ({exc})") from None
 
         stop_metrics = serve(app, args.metrics_port, args.metrics_host)
         log.info("metrics on http://%s:%d/metrics", args.metrics_host, args.metrics_port)
