@@ -25,6 +25,8 @@ pytest.importorskip("starlette")
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.ops.conftest import Spawn
 from tests.ops.test_dashboard import seed
@@ -39,6 +41,13 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def click(browser: Any, element: Any) -> None:
+    """Click a link or button and wait for the next page to replace this one."""
+    page = browser.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(browser, 20).until(expected_conditions.staleness_of(page))
 
 
 @pytest.fixture
@@ -56,6 +65,7 @@ def browser() -> Iterator[Any]:
         options.add_argument(arg)
     driver = webdriver.Chrome(options=options, service=Service(DRIVER))
     driver.set_page_load_timeout(30)
+    driver.implicitly_wait(10)
     try:
         yield driver
     finally:
@@ -91,21 +101,21 @@ def test_find_and_retry_a_failed_job_in_chromium(tmp_path: Path, spawn: Spawn,
         assert "dq" in browser.find_element(By.ID, "queues").text
         browser.save_screenshot(str(shots / "overview.png"))
 
-        browser.find_element(By.LINK_TEXT, "Jobs").click()
+        click(browser, browser.find_element(By.LINK_TEXT, "Jobs"))
         assert "d.wait" in browser.find_element(By.ID, "jobs").text
         browser.save_screenshot(str(shots / "jobs.png"))
 
-        browser.find_element(By.LINK_TEXT, "Dead letters").click()
+        click(browser, browser.find_element(By.LINK_TEXT, "Dead letters"))
         table = browser.find_element(By.ID, "jobs")
         assert "kaput" in table.text and "d.wait" not in table.text
         browser.save_screenshot(str(shots / "dead-letters.png"))
 
-        table.find_element(By.LINK_TEXT, str(ids["failed"])).click()
+        click(browser, table.find_element(By.LINK_TEXT, str(ids["failed"])))
         assert browser.find_element(By.ID, "status").text == "failed"
         assert "Traceback" in browser.find_element(By.ID, "attempts").text
         browser.save_screenshot(str(shots / "job-failed.png"))
 
-        browser.find_element(By.ID, "retry").click()
+        click(browser, browser.find_element(By.ID, "retry"))
         assert "retried" in browser.find_element(By.ID, "note").text
         assert browser.find_element(By.ID, "status").text == "pending"
         browser.save_screenshot(str(shots / "job-retried.png"))
