@@ -80,6 +80,7 @@ from tether.stores.redis._conn import connect, io
 from tether.stores.redis._inspection import Inspection
 from tether.stores.redis._waker import Waker
 from tether.stores.redis._watch import ServerWatch
+from tether.stores.redis.ops import OpsMixin
 
 SCHEMA_VERSION = 1
 DEFAULT_PREFIX = _url.DEFAULT_PREFIX
@@ -114,7 +115,7 @@ def _request(request_id: str | None) -> tuple[str, str]:
     return request_id, str(CALLER_REQUEST_TTL_MS)
 
 
-class RedisStore(Inspection):
+class RedisStore(Inspection, OpsMixin):
     """A tether store on a standalone Redis >= 5 (or Valkey); see the module docstring."""
 
     kind = "redis"
