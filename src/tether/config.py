@@ -42,6 +42,7 @@ class Settings:
     # knows it) until this long after the first worker said it did not know it; then it is
     # dead-lettered with reason unknown_task. 0 dead-letters at once.
     unknown_task_timeout: float = 3_600.0
+    log_format: str | None = None  # "text" or "json"; default $TETHER_LOG_FORMAT, else text
 
     @property
     def heartbeat_every(self) -> float:
@@ -101,6 +102,8 @@ def make_settings(**options: Any) -> Settings:
         raise ConfigError(f"claim_batch must be an integer >= 1, got {batch!r}")
     if "election" in options and not isinstance(options["election"], bool):
         raise ConfigError(f"election must be True or False, got {options['election']!r}")
+    if options.get("log_format") not in (None, "text", "json"):
+        raise ConfigError(f"log_format must be 'text' or 'json', got {options['log_format']!r}")
     settings = replace(Settings(), **options)
     if settings.heartbeat_every >= settings.lease_ttl:
         raise ConfigError(

@@ -236,12 +236,17 @@ class Completer:
         for p in out.rejected:
             ctx = p.entry.ctx
             self.rejected += 1
-            log.warning("stale %s of job %s attempt %s rejected: this worker no longer "
-                        "holds the lease", p.outcome.kind, ctx.id, ctx.attempt)
+            log.debug("stale %s of job %s attempt %s rejected: this worker no longer "
+                      "holds the lease", p.outcome.kind, ctx.id, ctx.attempt)
             self.events.emit("lease_lost", job_id=ctx.id, attempt=ctx.attempt,
-                             worker=self.owner, detail={"rejected": p.outcome.kind})
+                             worker=self.owner, detail={"rejected": p.outcome.kind,
+                                                        "task": ctx.job.task,
+                                                        "queue": ctx.job.queue})
         for p in out.applied:
             ctx = p.entry.ctx
-            detail = {"error": p.outcome.error} if p.outcome.error else {}
+            o = p.outcome
             self.events.emit(p.event, job_id=ctx.id, attempt=ctx.attempt,
-                             worker=self.owner, detail=detail)
+                             worker=self.owner, detail={
+                                 "task": ctx.job.task, "queue": ctx.job.queue,
+                                 "kind": o.kind, "reason": o.reason,
+                                 "delay": o.retry_delay, "error": o.error})

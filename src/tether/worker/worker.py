@@ -37,6 +37,7 @@ from tether.worker.deadlines import Deadlines
 from tether.worker.executor import Executor
 from tether.worker.health import StoreHealth, classify, one_line, worth_logging
 from tether.worker.heartbeater import Heartbeater
+from tether.worker.paused import PausedQueues
 from tether.worker.registry import Registry, Running
 from tether.worker.shutdown import Phase, Shutdown
 from tether.worker.unknown import unknown_task_outcome
@@ -75,7 +76,7 @@ class Worker:
         self.concurrency = concurrency
         self.queues = list(queues) if queues else app.queues()
         self.id = new_worker_id()
-        self.shutdown = Shutdown()
+        self.shutdown = Shutdown(grace=self.settings.shutdown_timeout)
         self.registry = Registry(concurrency)
         self.store: Store = app.store
         self._hb_store = open_store(app.url)
@@ -99,6 +100,7 @@ class Worker:
         self.claimed = 0
         self._unknown_warned: set[str] = set()  # task names warned about (once per name)
         self._exit_by = float("inf")  # forced stop: the monotonic time to be gone by
+        self.pauses = PausedQueues(self.store, self.queues)
 
     # -- running -----------------------------------------------------------------------------
     def run(self, *, install_signals: bool = True) -> int:
@@ -244,13 +246,17 @@ class Worker:
                 free = self.registry.wait_free(0.5, lambda: self.shutdown.stopping)
                 if free <= 0 or self.shutdown.stopping:
                     continue
+                active = self.pauses.active()
+                if not active:  # every queue of ours is paused
+                    self.shutdown.changed.wait(self.pauses.every)
+                    continue
                 now = clock.monotonic()
                 if replay is not None and now - replay[1] >= self.settings.lease_ttl:
                     replay = None  # whatever it claimed has expired by now
                 request_id, sent = replay or (new_request_id(), now)
                 jobs = None
                 try:
-                    jobs = self.store.claim(self.id, self.queues,
+                    jobs = self.store.claim(self.id, active,
                                             min(free, self.settings.claim_batch),
                                             self.settings.lease_ttl,
                                             **request_kw(self.store.claim, request_id))
@@ -290,7 +296,8 @@ class Worker:
         self.claimed += 1
         entry = Running(JobContext(job, self.store), trusted_until)
         self.registry.add(entry)
-        self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id)
+        self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
+                             detail={"task": job.task, "queue": job.queue})
         task = self.app.tasks.get(job.task)
         if task is None:
             self.registry.settle_once(entry)

@@ -50,6 +50,7 @@ from tether.stores.base import (
 from tether.stores.postgres import migrate as migrations
 from tether.stores.postgres.connect import Conn, Connector
 from tether.stores.postgres.listen import Listener
+from tether.stores.postgres.ops import OpsMixin
 from tether.stores.urls import redact
 
 QUERIES = {**named.load("tether.stores.postgres", "queries.sql"),
@@ -58,7 +59,7 @@ _KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
 Row = tuple[Any, ...]
 
 
-class PostgresStore:
+class PostgresStore(OpsMixin):
     """``postgresql://user@host:5432/db?schema=tether``. Thread-safe (a small pool).
 
     Options: ``min_size``/``max_size`` (pool, default 1/4), ``timeout`` (seconds to wait for a
