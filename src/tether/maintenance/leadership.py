@@ -13,7 +13,7 @@ Invariants:
   the holder acts with, see ``fingerprint.py``), so other processes can read who leads with
   which settings (``Store.leader_get``) and report a disagreement.
 * No exception from one store call ends the election; ``StoreGone`` is raised to the caller.
-* Followers poll with reads (``leader_get``) and write (``leader_acquire``) only when the
+* Followers poll with a read (``Store.leader``) and write (``leader_acquire``) only when the
   lease is absent or has run out.
 """
 
@@ -93,9 +93,8 @@ class LeaderElector:
         """A follower first *reads* who leads: while another holder's lease runs, trying to
         acquire would only be a write that changes nothing (on SQLite it takes the file's
         write lock: a follower paused inside it would stop every process on the file)."""
-        current = self.store.leader_get(self.name)
-        return (current is not None and current.holder != self.stored_holder
-                and current.expires_at > self.store.now())
+        current = self.store.leader(self.name)  # None when nobody holds a live lease
+        return current is not None and current.holder != self.stored_holder
 
     def release(self) -> None:
         lease, self.lease = self.lease, None
