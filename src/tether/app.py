@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, overload
 
 from tether import clock
@@ -19,6 +20,8 @@ from tether.task import Task, TaskOptions
 
 #: Pauses between the attempts of one enqueue while the store is unavailable (~1 s in all).
 ENQUEUE_RETRY_PAUSES = (0.1, 0.3, 0.6)
+#: Options ``App.enqueue`` takes beyond ``Task.enqueue``'s: the job's budgets.
+BUDGETS = frozenset({"max_attempts", "max_stalls"})
 
 
 class App:
@@ -139,28 +142,34 @@ class App:
 
         ``kwargs`` carries the task's keyword arguments, whatever their names. Other keywords
         are enqueue options (``delay``, ``run_at``, ``priority``, ``unique_key``, ``queue``,
-        ``conn``) or, for any other name, task arguments; a keyword that names both an option
-        and a parameter of a task this app knows raises TypeError (see ``Task.enqueue``).
+        ``conn``, and ``max_attempts``/``max_stalls``, which override the task's) or, for any
+        other name, task arguments; a keyword that names both an option and a parameter of a
+        task this app knows raises TypeError (see ``Task.enqueue``).
         """
         from tether.task import OPTIONS, make_new_job
 
-        options = {k: keywords.pop(k) for k in OPTIONS & keywords.keys()}
+        names = OPTIONS | BUDGETS
+        options = {k: keywords.pop(k) for k in names & keywords.keys()}
         both = sorted(keywords.keys() & (kwargs or {}).keys())
         if both:
             raise TypeError(f"{', '.join(both)} given both as a keyword and in kwargs=")
         merged = {**(kwargs or {}), **keywords}
-        known = self.tasks.get(task)
-        if known is not None:
-            clash = sorted(known.shadowed & options.keys())
-            if clash:
-                raise TypeError(
-                    f"{task} has a parameter named {', '.join(clash)}, which is also an "
-                    f"enqueue option: pass the task's arguments as kwargs={{...}} and the "
-                    "option as a keyword, or use the task's enqueue_with"
-                )
-            return known.enqueue_with(args, merged, **options)
         conn = options.pop("conn", None)
-        return self.enqueue_jobs([make_new_job(task, args, merged, **options)], conn=conn)[0]
+        known = self.tasks.get(task)
+        if known is None:
+            return self.enqueue_jobs([make_new_job(task, args, merged, **options)], conn=conn)[0]
+        clash = sorted(known.params & (options.keys() | ({"conn"} if conn is not None else set())))
+        if clash:
+            raise TypeError(
+                f"{task} has a parameter named {', '.join(clash)}, which is also an enqueue "
+                "option: pass the task's arguments as kwargs={...} and the option as a "
+                "keyword, or use the task's enqueue_with"
+            )
+        budgets = {k: options.pop(k) for k in BUDGETS & options.keys()}
+        job = known.new_job(args, merged, **options)
+        if budgets:
+            job = replace(job, **budgets)
+        return self.enqueue_jobs([job], conn=conn)[0]
 
     # -- inspecting and steering -------------------------------------------------------------
     def get_job(self, job_id: int) -> Job:

@@ -78,8 +78,10 @@ class Task:
             self._signature = None
         named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
         params = self._signature.parameters.values() if self._signature else ()
+        #: The function's parameters that a keyword can name.
+        self.params = frozenset(p.name for p in params if p.kind in named)
         #: Enqueue options that are also parameter names of the function: ambiguous keywords.
-        self.shadowed = OPTIONS & {p.name for p in params if p.kind in named}
+        self.shadowed = OPTIONS & self.params
 
     @property
     def name(self) -> str:

@@ -110,6 +110,11 @@ def test_an_argument_named_like_an_option_is_never_dropped(make_app: MakeApp) ->
     assert (by_name.args, by_name.kwargs, by_name.priority) == ([8], {"delay": 1}, 3)
     remote = app.get_job(app.enqueue("remote.task", kwargs={"run_at": 1, "conn": "x"}))
     assert (remote.task, remote.kwargs) == ("remote.task", {"run_at": 1, "conn": "x"})
+    # By name, the job's budgets are options too (a producer without the task's code).
+    budget = app.get_job(app.enqueue("remote.task", 1, max_attempts=2, max_stalls=1, x=3))
+    assert (budget.max_attempts, budget.max_stalls, budget.kwargs) == (2, 1, {"x": 3})
+    known = app.get_job(app.enqueue(notify.name, 9, max_attempts=2))
+    assert (known.max_attempts, known.kwargs, known.queue) == (2, {}, "default")
     # Options that are not parameters of the function stay options, as before.
 
     @app.task
