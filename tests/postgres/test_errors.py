@@ -46,13 +46,13 @@ def test_a_read_only_node_is_unavailable_for_every_write(scratch_db: str) -> Non
             lambda: ro.finish([Outcome(job.lease, "done", result="1")]),
             lambda: ro.save_checkpoint(job.lease, "1"),
             lambda: ro.set_progress(job.lease, "1"),
-            lambda: ro.reap_expired(),
+            ro.reap_expired,
             lambda: ro.cancel(job_id),
             lambda: ro.retry_failed(None),
             lambda: ro.leader_acquire("reaper", "a", 30),
             lambda: ro.register_worker(WorkerInfo("w", "h", 1, ("a",), 1)),
             lambda: ro.prune("done", 0),
-            lambda: ro.migrate(),
+            ro.migrate,
         ]
         for write in writes:
             with pytest.raises(StoreUnavailable, match="read-only"):

@@ -1,20 +1,28 @@
 """The PostgreSQL store: production, many worker machines sharing one database.
 
-How the contract's invariants hold here (the statements live in ``queries.sql``):
+How the contract's invariants hold here (the statements live in ``queries.sql``,
+``producers.sql`` and ``admin.sql``):
 
 1. **The claim is the lease grant, in one statement.** A CTE picks due ``pending`` rows
    ``FOR UPDATE SKIP LOCKED`` in (priority, run_at, id) order from a partial index, and the
-   same statement's ``UPDATE ... RETURNING`` sets ``running``, ``locked_by``, ``lease_until``
-   and ``attempt + 1`` using the DATABASE's ``now()`` (unless a test passes ``now``). Row locks
-   plus the UPDATE's re-check of ``status`` mean no (job, attempt) is ever granted twice.
-2. **Every write about a claimed job is fenced** by ``(id, attempt, locked_by)`` and
-   ``status = 'running'`` in its WHERE clause. Heartbeat and finish fence each row of a batch
-   (parallel arrays + ``unnest``); what RETURNING leaves out was rejected.
+   same statement's ``UPDATE ... RETURNING`` sets ``running``, ``locked_by``, ``lease_until``,
+   ``attempt + 1`` and ``lease_token = nonce:id`` using the database's clock (unless a test
+   passes ``now``). Row locks plus the UPDATE's re-check of ``status`` mean no (job, attempt)
+   is ever granted twice.
+2. **Every write about a claimed job is fenced** by ``(id, attempt, locked_by, lease_token)``
+   and ``status = 'running'`` in its WHERE clause. Heartbeat and finish fence each row of a
+   batch; what RETURNING leaves out was rejected (finish: unless it is a replay of an outcome
+   the same claim already applied, which the kept token recognises).
 3. **The reaper is one set-based UPDATE** over the partial ``lease_until`` index, bounded by a
-   ``LIMIT ... FOR UPDATE SKIP LOCKED`` CTE, with the stall rule in a CASE. Two reapers end
-   in the same state: the first write moves each row out of ``running``.
-4. **The database clock decides.** Times are ``timestamptz``; epoch seconds exist only at the
-   SQL boundary (``to_timestamp`` in, ``extract(epoch ...)`` out).
+   ``LIMIT ... FOR UPDATE SKIP LOCKED`` CTE, with the stall rule in a CASE.
+4. **The database clock decides** (``statement_timestamp()``). Times are ``timestamptz``;
+   epoch seconds exist only at the SQL boundary.
+
+Every call is safe to retry: enqueue and claim take a ``request_id`` that a repeat is answered
+from, finish recognises its own applied outcomes, heartbeat and renew are idempotent, and a
+holder's repeated ``leader_acquire`` gets its leadership back. psycopg itself never replays.
+No driver exception leaves a method (``driver_errors``); no method waits on a producer's
+open transaction (enqueue locks no job row).
 
 Transactional enqueue/finish (the outbox pattern): pass ``conn=`` to run inside a caller's
 transaction without committing, or use :meth:`PostgresStore.transaction`.
@@ -22,15 +30,17 @@ transaction without committing, or use :meth:`PostgresStore.transaction`.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, cast
 
-from psycopg.pq import TransactionStatus
+import psycopg
 
-from tether.errors import ConfigError, JobNotFound
-from tether.stores import queries as named
+from tether import limits
+from tether.errors import ConfigError, JobNotFound, StoreError, StoreUnavailable
 from tether.stores.base import (
     REAPED_ERROR,
     TERMINAL,
@@ -44,17 +54,27 @@ from tether.stores.base import (
     Outcome,
     QueueCount,
     Reaped,
+    RetryResult,
     StoreInfo,
     WorkerInfo,
 )
 from tether.stores.postgres import migrate as migrations
+from tether.stores.postgres import statements
 from tether.stores.postgres.connect import Conn, Connector
 from tether.stores.postgres.listen import Listener
 from tether.stores.urls import redact
+from tether.text import clean_error
 
-QUERIES = {**named.load("tether.stores.postgres", "queries.sql"),
-           **named.load("tether.stores.postgres", "admin.sql")}
+#: The statement templates ({schema} unformatted); each store formats its own set.
+QUERIES = statements.TEMPLATES
 _KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
+_REASON = {"error": "error", "dead": "error", "released": "released",
+           "cancelled": "cancelled", "done": "done"}
+#: Request records are kept at least this long (seconds) before housekeeping deletes them.
+REQUEST_TTL = 24 * 3600.0
+#: Statements that hit a race they cannot see (SQLSTATE 40001 / a concurrent unique key) are
+#: run again on our own connection this many times in all.
+_RACE_RETRIES = 5
 Row = tuple[Any, ...]
 
 
@@ -62,9 +82,9 @@ class PostgresStore:
     """``postgresql://user@host:5432/db?schema=tether``. Thread-safe (a small pool).
 
     Options: ``min_size``/``max_size`` (pool, default 1/4), ``timeout`` (seconds to wait for a
-    pooled connection), ``connect_timeout``, ``prepare_threshold`` (executions before psycopg
-    prepares a statement server-side), ``application_name``, ``vacuum_threshold`` (dead row
-    versions in the jobs table before ``housekeeping`` vacuums it).
+    free pooled connection), ``connect_timeout``, ``prepare_threshold`` (executions before
+    psycopg prepares a statement server-side), ``application_name``, ``vacuum_threshold``
+    (dead row versions in the jobs table before ``housekeeping`` vacuums it).
     """
 
     kind = "postgres"
@@ -76,53 +96,56 @@ class PostgresStore:
         self.schema = self._connector.schema
         self.channel = self._connector.channel
         self.application_name = self._connector.application_name
+        self.queries = statements.for_schema(self.schema)
         self._listener = Listener(self._connector)
         self._closed = False
 
     # -- plumbing ------------------------------------------------------------------------------
     def _rows(self, name: str, params: dict[str, Any], conn: Conn | None = None) -> list[Row]:
-        if conn is not None:
-            return self._in_caller(conn, name, params)
-        with self._connector.connection() as pooled:
-            return pooled.execute(QUERIES[name], params).fetchall()
-
-    def _in_caller(self, conn: Conn, name: str, params: dict[str, Any]) -> list[Row]:
-        """Run on the caller's connection, inside its transaction, never committing it.
-
-        A connection of ours already has our search_path; a foreign one gets it for the
-        duration of the statement only (transaction-local, then put back)."""
-        with self._connector.connection(conn):
-            if self._connector.owns(conn):
-                return conn.execute(QUERIES[name], params).fetchall()
-            idle = conn.info.transaction_status == TransactionStatus.IDLE
-            block = conn.transaction() if conn.autocommit and idle else nullcontext()
-            with block:
-                conn.execute(QUERIES["push_search_path"], {"path": self._connector.search_path})
-                rows = conn.execute(QUERIES[name], params).fetchall()
-                conn.execute(QUERIES["pop_search_path"])
-                return rows
+        """Run one named statement on a pool connection, or on the caller's (inside its
+        transaction, never committing it), with driver errors mapped."""
+        with self._connector.connection(conn) as used:
+            return used.execute(self.queries[name], params).fetchall()
 
     def _one(self, name: str, params: dict[str, Any]) -> Row | None:
         rows = self._rows(name, params)
         return rows[0] if rows else None
+
+    def _retrying(self, name: str, params: dict[str, Any], conn: Conn | None,
+                  race: Callable[[psycopg.Error], bool]) -> list[Row]:
+        """``_rows``, run again when it failed on a race a fresh snapshot resolves. Only on
+        our own connections: a caller's transaction is aborted by the failure, and the caller
+        gets StoreUnavailable (retry the transaction)."""
+        for attempt in range(_RACE_RETRIES):
+            try:
+                return self._rows(name, params, conn)
+            except StoreError as exc:
+                cause = exc.__cause__
+                if not isinstance(cause, psycopg.Error) or not race(cause):
+                    raise
+                if conn is not None or attempt == _RACE_RETRIES - 1:
+                    raise StoreUnavailable(f"{exc} (a concurrent write raced this one; "
+                                           "retry)") from cause
+        raise AssertionError("unreachable")
 
     @contextmanager
     def transaction(self) -> Iterator[Conn]:
         """A pool connection inside a transaction: commit on success, rollback on error.
 
         Pass it as ``conn=`` to :meth:`enqueue` / :meth:`finish` to make them part of the
-        caller's own writes."""
-        with self._connector.connection() as conn, conn.transaction():
+        caller's own writes. It keeps the user's search_path, and errors of the caller's own
+        statements reach the caller unchanged."""
+        with self._connector.transaction() as conn:
             yield conn
 
     # -- lifecycle -----------------------------------------------------------------------------
     def migrate(self) -> int:
         with self._connector.connection() as conn:
-            return migrations.migrate(conn, self.schema, QUERIES)
+            return migrations.migrate(conn, self.schema, self.queries)
 
     def check_schema(self) -> None:
         with self._connector.connection() as conn:
-            migrations.check(conn, self.schema, QUERIES)
+            migrations.check(conn, self.schema, self.queries)
 
     def close(self) -> None:
         if self._closed:
@@ -133,9 +156,9 @@ class PostgresStore:
 
     def info(self) -> StoreInfo:
         with self._connector.connection() as conn:
-            version = migrations.current(conn, QUERIES)
+            version = migrations.current(conn, self.queries)
             server = conn.info.server_version
-        stats = self._connector.pool.get_stats()
+        stats = self._connector.pool.stats()
         return StoreInfo(
             kind=self.kind,
             url=redact(self.url),
@@ -143,8 +166,8 @@ class PostgresStore:
             extra={
                 "schema": self.schema,
                 "server_version": f"{server // 10000}.{server % 10000}",
-                "pool_size": str(stats.get("pool_size", 0)),
-                "pool_max": str(self._connector.pool.max_size),
+                "pool_size": str(stats["pool_size"]),
+                "pool_max": str(stats["pool_max"]),
                 "channel": self.channel,
                 "application_name": self.application_name,
             },
@@ -156,19 +179,26 @@ class PostgresStore:
 
     # -- producers -----------------------------------------------------------------------------
     def enqueue(
-        self, jobs: Sequence[NewJob], *, now: float | None = None, conn: Conn | None = None
+        self,
+        jobs: Sequence[NewJob],
+        *,
+        now: float | None = None,
+        request_id: str | None = None,
+        conn: Conn | None = None,
     ) -> list[int]:
+        limits.check_jobs(jobs)
+        if request_id is not None:
+            limits.check_text(request_id, "request_id", limit=limits.MAX_NAME)
         if not jobs:
             return []
+        base: dict[str, Any] = {"now": now, "channel": self.channel, "request_id": request_id}
         if len(jobs) == 1 and jobs[0].unique_key is None:
             job = jobs[0]
-            row = self._rows("enqueue_one", {
-                "now": now, "channel": self.channel, "task": job.task, "payload": job.payload,
-                "queue": job.queue, "priority": job.priority, "run_at": job.run_at,
-                "delay": float(job.delay), "max_attempts": job.max_attempts,
-                "max_stalls": job.max_stalls,
-            }, conn)[0]
-            return [int(row[0])]
+            params = {**base, "task": job.task, "payload": job.payload, "queue": job.queue,
+                      "priority": job.priority, "run_at": job.run_at,
+                      "delay": float(job.delay), "max_attempts": job.max_attempts,
+                      "max_stalls": job.max_stalls}
+            return [int(row[0]) for row in self._retrying("enqueue_one", params, conn, _race)]
         # Repeated unique_keys within the batch fold onto their first occurrence here, so the
         # statement's ON CONFLICT never meets the same key twice.
         first: dict[str, int] = {}
@@ -183,8 +213,7 @@ class PostgresStore:
             slot.append(len(sent))
             sent.append(job)
         params = {
-            "now": now,
-            "channel": self.channel,
+            **base,
             "tasks": [j.task for j in sent],
             "payloads": [j.payload for j in sent],
             "queues": [j.queue for j in sent],
@@ -195,24 +224,29 @@ class PostgresStore:
             "max_stalls": [j.max_stalls for j in sent],
             "unique_keys": [j.unique_key for j in sent],
         }
-        ids = [int(row[0]) for row in self._rows("enqueue", params, conn)]
+        ids = [int(row[0]) for row in self._retrying("enqueue", params, conn, _race)]
         return [ids[i] for i in slot]
 
     def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
+        limits.check_job_id(job_id)
         row = self._one("cancel", {"id": job_id, "now": now})
         if row is None:
             raise JobNotFound(job_id)
         return cast(CancelResult, row[0])
 
-    def retry_failed(self, job_ids: Sequence[int] | None, *, now: float | None = None) -> int:
+    def retry_failed(
+        self, job_ids: Sequence[int] | None, *, now: float | None = None
+    ) -> RetryResult:
+        params: dict[str, Any] = {"now": now, "channel": self.channel}
         if job_ids is None:
-            row = self._one("retry_failed_all", {"now": now, "channel": self.channel})
-        elif not job_ids:
-            return 0
+            name = "retry_failed_all"
         else:
-            params = {"ids": list(job_ids), "now": now, "channel": self.channel}
-            row = self._one("retry_failed_ids", params)
-        return int(row[0]) if row else 0
+            ids = [limits.check_job_id(job_id) for job_id in job_ids]
+            if not ids:
+                return RetryResult(0)
+            name, params["ids"] = "retry_failed_ids", ids
+        [(retried, conflicts, _)] = self._retrying(name, params, None, _race)
+        return RetryResult(int(retried), tuple(int(i) for i in conflicts))
 
     # -- the lease protocol ----------------------------------------------------------------------
     def claim(
@@ -223,10 +257,13 @@ class PostgresStore:
         lease_ttl: float,
         *,
         now: float | None = None,
+        request_id: str | None = None,
     ) -> list[Job]:
         if limit <= 0 or not queues:
             return []
-        params: dict[str, Any] = {"owner": owner, "limit": limit, "ttl": lease_ttl, "now": now}
+        nonce = secrets.token_hex(16) if request_id is None else request_id
+        params: dict[str, Any] = {"owner": owner, "limit": limit, "ttl": lease_ttl, "now": now,
+                                  "nonce": nonce}
         if len(set(queues)) == 1:
             params["queue"] = queues[0]
             rows = self._rows("claim", params)
@@ -250,13 +287,14 @@ class PostgresStore:
             "ids": [lease.job_id for lease in ordered],
             "attempts": [lease.attempt for lease in ordered],
             "owners": [lease.owner for lease in ordered],
+            "tokens": [lease.token for lease in ordered],
             "ttl": lease_ttl,
             "now": now,
         }
         held: set[Lease] = set()
         cancel: set[Lease] = set()
-        for job_id, attempt, locked_by, cancel_requested in self._rows("heartbeat", params):
-            lease = Lease(int(job_id), int(attempt), str(locked_by))
+        for job_id, attempt, locked_by, token, cancel_requested in self._rows("heartbeat", params):
+            lease = Lease(int(job_id), int(attempt), str(locked_by), str(token))
             held.add(lease)
             if cancel_requested:
                 cancel.add(lease)
@@ -267,35 +305,45 @@ class PostgresStore:
     def finish(
         self, outcomes: Sequence[Outcome], *, now: float | None = None, conn: Conn | None = None
     ) -> list[Lease]:
-        batch: dict[int, Outcome] = {}
+        # The whole batch is checked before anything is written.
+        batch: dict[Lease, Outcome] = {}
         for outcome in outcomes:
             if outcome.kind not in _KINDS:
                 raise ConfigError(f"unknown outcome kind {outcome.kind!r}")
-            batch.setdefault(outcome.lease.job_id, outcome)  # one per job: the first counts
+            if outcome.result is not None:
+                limits.check_json_text(outcome.result, "result")
+            # One outcome per lease: an exact repeat counts once and shares its fate. Distinct
+            # leases of one job are all sent, each fenced on its own.
+            batch.setdefault(outcome.lease, outcome)
         if not batch:
             return []
-        ordered = [batch[job_id] for job_id in sorted(batch)]
+        ordered = sorted(batch.values(), key=lambda o: (o.lease.job_id, o.lease.attempt))
         batch_json = json.dumps([
             {"id": o.lease.job_id, "attempt": o.lease.attempt, "owner": o.lease.owner,
-             "kind": o.kind, "result": o.result, "error": o.error, "reason": _reason(o),
-             "retry_delay": float(o.retry_delay)}
+             "token": o.lease.token, "kind": o.kind, "result": o.result,
+             "error": None if o.error is None else clean_error(o.error),
+             "reason": o.reason or _REASON[o.kind], "retry_delay": float(o.retry_delay),
+             "digest": _digest(o)}
             for o in ordered
         ])
         # ids as an array literal built from ints: no per-element work in psycopg's dumper.
         ids_literal = "{" + ",".join(str(o.lease.job_id) for o in ordered) + "}"
         params = {"now": now, "batch": batch_json, "ids": ids_literal}
-        accepted = {Lease(int(i), int(a), str(w)) for i, a, w in self._rows("finish", params, conn)}
+        accepted = {Lease(int(i), int(a), str(w), str(t))
+                    for i, a, w, t in self._rows("finish", params, conn)}
         return list(dict.fromkeys(o.lease for o in outcomes if o.lease not in accepted))
 
     def save_checkpoint(self, lease: Lease, checkpoint: str, *, now: float | None = None) -> bool:
-        return self._fenced("save_checkpoint", lease, checkpoint)
+        return self._fenced("save_checkpoint", lease,
+                            limits.check_json_text(checkpoint, "checkpoint"))
 
     def set_progress(self, lease: Lease, progress: str, *, now: float | None = None) -> bool:
-        return self._fenced("set_progress", lease, progress)
+        return self._fenced("set_progress", lease, limits.check_json_text(progress, "progress"))
 
     def _fenced(self, name: str, lease: Lease, value: str) -> bool:
-        params = {"id": lease.job_id, "attempt": lease.attempt, "owner": lease.owner}
-        return self._one(name, {**params, "value": value}) is not None
+        params = {"id": lease.job_id, "attempt": lease.attempt, "owner": lease.owner,
+                  "token": lease.token, "value": value}
+        return self._one(name, params) is not None
 
     def reap_expired(
         self, stall_grace: float = 0.0, *, now: float | None = None, limit: int = 1000
@@ -314,6 +362,8 @@ class PostgresStore:
         return None if row is None or row[0] is None else float(row[0])
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
+        """Never raises: the listening connection reconnects in the background, and its
+        return after an outage counts as a wake-up."""
         return self._listener.wait(queues, timeout)
 
     def notify(self, queues: Sequence[str]) -> None:
@@ -322,13 +372,21 @@ class PostgresStore:
 
     # -- maintenance ---------------------------------------------------------------------------
     def housekeeping(self) -> str | None:
+        """Delete request records older than REQUEST_TTL, then VACUUM the jobs table when
+        claims have left enough dead row versions (see the protocol's docstring)."""
+        done: list[str] = []
+        with self._connector.connection() as pooled:
+            old = pooled.execute(self.queries["prune_requests"],
+                                 {"keep": REQUEST_TTL, "limit": 10_000}).rowcount
+        if old > 0:
+            done.append(f"deleted {old} request record(s)")
         row = self._one("dead_tuples", {})
         dead = int(row[0]) if row else 0
-        if dead < self.vacuum_threshold:
-            return None
-        with self._connector.connection() as pooled:
-            pooled.execute(QUERIES["vacuum_jobs"])
-        return f"vacuumed jobs ({dead} dead row versions)"
+        if dead >= self.vacuum_threshold:
+            with self._connector.connection() as pooled:
+                pooled.execute(self.queries["vacuum_jobs"])
+            done.append(f"vacuumed jobs ({dead} dead row versions)")
+        return "; ".join(done) or None
 
     def prune(
         self, status: JobStatus, older_than: float, *, now: float | None = None, limit: int = 1000
@@ -339,7 +397,7 @@ class PostgresStore:
             return 0
         params = {"status": status, "older_than": older_than, "now": now, "limit": limit}
         with self._connector.connection() as conn:
-            return conn.execute(QUERIES["prune"], params).rowcount
+            return conn.execute(self.queries["prune"], params).rowcount
 
     def leader_acquire(
         self, name: str, holder: str, ttl: float, *, now: float | None = None
@@ -359,7 +417,7 @@ class PostgresStore:
 
     # -- inspection ----------------------------------------------------------------------------
     def get_job(self, job_id: int) -> Job | None:
-        row = self._one("get_job", {"id": job_id})
+        row = self._one("get_job", {"id": limits.check_job_id(job_id)})
         return None if row is None else Job(*row)
 
     def list_jobs(
@@ -370,8 +428,7 @@ class PostgresStore:
         after_id: int | None = None,
         limit: int = 100,
     ) -> list[Job]:
-        if limit <= 0:
-            return []
+        limits.check_page(limit)
         params = {"status": status, "queue": queue, "after_id": after_id, "limit": limit}
         return [Job(*row) for row in self._rows("list_jobs", params)]
 
@@ -399,11 +456,22 @@ class PostgresStore:
         ]
 
 
-def _reason(outcome: Outcome) -> str | None:
-    """The failure reason recorded for an outcome; errors and dead-letters default to error."""
-    if outcome.reason is None and outcome.kind in ("error", "dead"):
-        return "error"
-    return outcome.reason
+def _digest(outcome: Outcome) -> str:
+    """What identifies an outcome beyond its lease, so that only an exact replay of an applied
+    outcome is accepted (128 bits; blake2b is cheap next to the round trip)."""
+    text = json.dumps([outcome.kind, outcome.result, outcome.error, outcome.reason,
+                       float(outcome.retry_delay)])
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _race(exc: psycopg.Error) -> bool:
+    """A failure that running the statement again with a fresh snapshot resolves: a unique
+    key committed concurrently (unique_key_race, SQLSTATE 40001), a concurrent call with the
+    same request id, or a live job taking a key that a dead-letter retry meant to restore."""
+    if exc.sqlstate == "40001":
+        return True
+    return exc.sqlstate == "23505" and exc.diag.constraint_name in (
+        "requests_pkey", "jobs_unique_key_idx")
 
 
 def _leadership(row: Row | None) -> Leadership | None:
