@@ -12,7 +12,7 @@ from tether.config import Settings, make_settings
 from tether.errors import ConfigError, JobNotFound
 from tether.events import Callback, Events
 from tether.stores import DEFAULT_URL, open_store
-from tether.stores.base import CancelResult, Job, NewJob, Store
+from tether.stores.base import CancelResult, Job, NewJob, RetryResult, Store
 from tether.task import Task, TaskOptions
 
 
@@ -133,7 +133,9 @@ class App:
         """Pending: cancelled now. Running: its handler is told at the next heartbeat."""
         return self.store.cancel(job_id)
 
-    def retry_failed(self, job_ids: Sequence[int] | None = None) -> int:
+    def retry_failed(self, job_ids: Sequence[int] | None = None) -> RetryResult:
+        """Dead-letter retry; jobs whose unique_key a live job holds stay failed and are
+        listed in ``conflicts``."""
         return self.store.retry_failed(job_ids)
 
     # -- working -----------------------------------------------------------------------------

@@ -67,7 +67,7 @@ def test_dlq_list_and_retry(url: str, capsys: pytest.CaptureFixture[str]) -> Non
         assert code == 0 and "retried 1" in out
         assert store.get_job(ids[0]).status == "pending"  # type: ignore[union-attr]
         code, out, _ = run(capsys, "dlq", "retry", "--all", "--url", url, "--json")
-        assert json.loads(out) == {"retried": 2}
+        assert json.loads(out) == {"retried": 2, "conflicts": []}
         code, _, err = run(capsys, "dlq", "retry", "--url", url)
         assert code == 2 and "--all" in err
     finally:

@@ -64,11 +64,18 @@ def cmd_dlq(args: argparse.Namespace) -> int:
         if not args.all and not args.ids:
             print("tether dlq retry: give job ids or --all", file=sys.stderr)
             return 2
-        moved = store.retry_failed(None if args.all else args.ids)
+        outcome = store.retry_failed(None if args.all else args.ids)
     finally:
         store.close()
-    dump_json({"retried": moved}) if args.json else print(f"retried {moved} job(s)")
-    return 0 if moved or args.all else 1
+    moved, held = outcome.retried, list(outcome.conflicts)
+    if args.json:
+        dump_json({"retried": moved, "conflicts": held})
+    else:
+        print(f"retried {moved} job(s)")
+        if held:
+            print(f"not retried (their unique_key is held by a live job): "
+                  f"{', '.join(map(str, held))}")
+    return 0 if moved or (args.all and not held) else 1
 
 
 def durability_warnings(extra: dict[str, str]) -> list[str]:
