@@ -72,3 +72,18 @@ def test_churn_is_vacuumed_and_claims_stay_short(pg: tuple[PostgresStore, str]) 
     after = claim_index_pages(schema)
     assert after * 5 < bloated, (bloated, after)
     assert store.counts()  # the store still answers; no job was touched
+
+
+def test_request_records_older_than_a_day_are_deleted(pg: tuple[PostgresStore, str]) -> None:
+    store, schema = pg
+    [old] = store.enqueue([NewJob("t")], request_id="old-request")
+    [new] = store.enqueue([NewJob("t")], request_id="new-request")
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'UPDATE "{schema}".requests SET created_at = now() - interval \'25 hours\' '
+                     "WHERE id = 'old-request'")
+    assert store.housekeeping() == "deleted 1 request record(s)"
+    assert store.housekeeping() is None
+    # The recent record still answers a replay; the old one no longer does.
+    assert store.enqueue([NewJob("t")], request_id="new-request") == [new]
+    assert store.enqueue([NewJob("t")], request_id="old-request") != [old]
+    assert len(store.list_jobs()) == 3

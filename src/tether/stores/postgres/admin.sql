@@ -92,6 +92,11 @@ UPDATE {schema}.leaders SET holder = NULL, expires_at = '-infinity'
 WHERE name = %(name)s AND holder = %(holder)s AND term = %(term)s
 RETURNING name
 
+-- name: leader_get
+-- A plain read of who holds a leadership (expired or not); a released row has no holder.
+SELECT name, holder, term, extract(epoch FROM expires_at)::float8
+FROM {schema}.leaders WHERE name = %(name)s AND holder IS NOT NULL
+
 -- name: get_job
 -- Primary-key lookup.
 SELECT id, task, queue, payload, status, priority, extract(epoch FROM run_at)::float8,

@@ -33,35 +33,30 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any, cast
 
-import psycopg
-
 from tether import limits
-from tether.errors import ConfigError, JobNotFound, StoreError, StoreUnavailable
+from tether.errors import ConfigError, JobNotFound
 from tether.stores.base import (
     REAPED_ERROR,
-    TERMINAL,
     CancelResult,
     HeartbeatResult,
     Job,
     JobStatus,
-    Leadership,
     Lease,
     NewJob,
     Outcome,
-    QueueCount,
     Reaped,
     RetryResult,
     StoreInfo,
-    WorkerInfo,
 )
 from tether.stores.postgres import migrate as migrations
 from tether.stores.postgres import statements
-from tether.stores.postgres.connect import Conn, Connector
+from tether.stores.postgres.admin import REQUEST_TTL, Admin
+from tether.stores.postgres.connect import Conn
 from tether.stores.postgres.listen import Listener
+from tether.stores.postgres.plumbing import race
 from tether.stores.urls import redact
 from tether.text import clean_error
 
@@ -70,15 +65,9 @@ QUERIES = statements.TEMPLATES
 _KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
 _REASON = {"error": "error", "dead": "error", "released": "released",
            "cancelled": "cancelled", "done": "done"}
-#: Request records are kept at least this long (seconds) before housekeeping deletes them.
-REQUEST_TTL = 24 * 3600.0
-#: Statements that hit a race they cannot see (SQLSTATE 40001 / a concurrent unique key) are
-#: run again on our own connection this many times in all.
-_RACE_RETRIES = 5
-Row = tuple[Any, ...]
 
 
-class PostgresStore:
+class PostgresStore(Admin):
     """``postgresql://user@host:5432/db?schema=tether``. Thread-safe (a small pool).
 
     Options: ``min_size``/``max_size`` (pool, default 1/4), ``timeout`` (seconds to wait for a
@@ -90,53 +79,10 @@ class PostgresStore:
     kind = "postgres"
 
     def __init__(self, url: str, *, vacuum_threshold: int = 10_000, **options: Any) -> None:
+        super().__init__(url, **options)
         self.vacuum_threshold = vacuum_threshold
-        self._connector = Connector(url, **options)
-        self.url = url
-        self.schema = self._connector.schema
-        self.channel = self._connector.channel
-        self.application_name = self._connector.application_name
-        self.queries = statements.for_schema(self.schema)
         self._listener = Listener(self._connector)
         self._closed = False
-
-    # -- plumbing ------------------------------------------------------------------------------
-    def _rows(self, name: str, params: dict[str, Any], conn: Conn | None = None) -> list[Row]:
-        """Run one named statement on a pool connection, or on the caller's (inside its
-        transaction, never committing it), with driver errors mapped."""
-        with self._connector.connection(conn) as used:
-            return used.execute(self.queries[name], params).fetchall()
-
-    def _one(self, name: str, params: dict[str, Any]) -> Row | None:
-        rows = self._rows(name, params)
-        return rows[0] if rows else None
-
-    def _retrying(self, name: str, params: dict[str, Any], conn: Conn | None,
-                  race: Callable[[psycopg.Error], bool]) -> list[Row]:
-        """``_rows``, run again when it failed on a race a fresh snapshot resolves. Only on
-        our own connections: a caller's transaction is aborted by the failure, and the caller
-        gets StoreUnavailable (retry the transaction)."""
-        for attempt in range(_RACE_RETRIES):
-            try:
-                return self._rows(name, params, conn)
-            except StoreError as exc:
-                cause = exc.__cause__
-                if not isinstance(cause, psycopg.Error) or not race(cause):
-                    raise
-                if conn is not None or attempt == _RACE_RETRIES - 1:
-                    raise StoreUnavailable(f"{exc} (a concurrent write raced this one; "
-                                           "retry)") from cause
-        raise AssertionError("unreachable")
-
-    @contextmanager
-    def transaction(self) -> Iterator[Conn]:
-        """A pool connection inside a transaction: commit on success, rollback on error.
-
-        Pass it as ``conn=`` to :meth:`enqueue` / :meth:`finish` to make them part of the
-        caller's own writes. It keeps the user's search_path, and errors of the caller's own
-        statements reach the caller unchanged."""
-        with self._connector.transaction() as conn:
-            yield conn
 
     # -- lifecycle -----------------------------------------------------------------------------
     def migrate(self) -> int:
@@ -198,7 +144,7 @@ class PostgresStore:
                       "priority": job.priority, "run_at": job.run_at,
                       "delay": float(job.delay), "max_attempts": job.max_attempts,
                       "max_stalls": job.max_stalls}
-            return [int(row[0]) for row in self._retrying("enqueue_one", params, conn, _race)]
+            return [int(row[0]) for row in self._retrying("enqueue_one", params, conn, race)]
         # Repeated unique_keys within the batch fold onto their first occurrence here, so the
         # statement's ON CONFLICT never meets the same key twice.
         first: dict[str, int] = {}
@@ -224,7 +170,7 @@ class PostgresStore:
             "max_stalls": [j.max_stalls for j in sent],
             "unique_keys": [j.unique_key for j in sent],
         }
-        ids = [int(row[0]) for row in self._retrying("enqueue", params, conn, _race)]
+        ids = [int(row[0]) for row in self._retrying("enqueue", params, conn, race)]
         return [ids[i] for i in slot]
 
     def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
@@ -245,7 +191,7 @@ class PostgresStore:
             if not ids:
                 return RetryResult(0)
             name, params["ids"] = "retry_failed_ids", ids
-        [(retried, conflicts, _)] = self._retrying(name, params, None, _race)
+        [(retried, conflicts, _)] = self._retrying(name, params, None, race)
         return RetryResult(int(retried), tuple(int(i) for i in conflicts))
 
     # -- the lease protocol ----------------------------------------------------------------------
@@ -370,92 +316,6 @@ class PostgresStore:
         if queues:
             self._rows("notify", {"channel": self.channel, "queues": sorted(set(queues))})
 
-    # -- maintenance ---------------------------------------------------------------------------
-    def housekeeping(self) -> str | None:
-        """Delete request records older than REQUEST_TTL, then VACUUM the jobs table when
-        claims have left enough dead row versions (see the protocol's docstring)."""
-        done: list[str] = []
-        with self._connector.connection() as pooled:
-            old = pooled.execute(self.queries["prune_requests"],
-                                 {"keep": REQUEST_TTL, "limit": 10_000}).rowcount
-        if old > 0:
-            done.append(f"deleted {old} request record(s)")
-        row = self._one("dead_tuples", {})
-        dead = int(row[0]) if row else 0
-        if dead >= self.vacuum_threshold:
-            with self._connector.connection() as pooled:
-                pooled.execute(self.queries["vacuum_jobs"])
-            done.append(f"vacuumed jobs ({dead} dead row versions)")
-        return "; ".join(done) or None
-
-    def prune(
-        self, status: JobStatus, older_than: float, *, now: float | None = None, limit: int = 1000
-    ) -> int:
-        if status not in TERMINAL:
-            raise ConfigError(f"prune only deletes finished jobs, not {status!r} ones")
-        if limit <= 0:
-            return 0
-        params = {"status": status, "older_than": older_than, "now": now, "limit": limit}
-        with self._connector.connection() as conn:
-            return conn.execute(self.queries["prune"], params).rowcount
-
-    def leader_acquire(
-        self, name: str, holder: str, ttl: float, *, now: float | None = None
-    ) -> Leadership | None:
-        row = self._one("leader_acquire", {"name": name, "holder": holder, "ttl": ttl, "now": now})
-        return _leadership(row)
-
-    def leader_renew(
-        self, name: str, holder: str, term: int, ttl: float, *, now: float | None = None
-    ) -> Leadership | None:
-        params = {"name": name, "holder": holder, "term": term, "ttl": ttl, "now": now}
-        return _leadership(self._one("leader_renew", params))
-
-    def leader_release(self, name: str, holder: str, term: int) -> bool:
-        row = self._one("leader_release", {"name": name, "holder": holder, "term": term})
-        return row is not None
-
-    # -- inspection ----------------------------------------------------------------------------
-    def get_job(self, job_id: int) -> Job | None:
-        row = self._one("get_job", {"id": limits.check_job_id(job_id)})
-        return None if row is None else Job(*row)
-
-    def list_jobs(
-        self,
-        *,
-        status: JobStatus | None = None,
-        queue: str | None = None,
-        after_id: int | None = None,
-        limit: int = 100,
-    ) -> list[Job]:
-        limits.check_page(limit)
-        params = {"status": status, "queue": queue, "after_id": after_id, "limit": limit}
-        return [Job(*row) for row in self._rows("list_jobs", params)]
-
-    def counts(self) -> list[QueueCount]:
-        return [QueueCount(q, cast(JobStatus, s), int(n)) for q, s, n in self._rows("counts", {})]
-
-    def register_worker(self, worker: WorkerInfo, *, now: float | None = None) -> None:
-        params = {
-            "id": worker.id,
-            "host": worker.host,
-            "pid": worker.pid,
-            "queues": list(worker.queues),
-            "concurrency": worker.concurrency,
-            "now": now,
-        }
-        self._rows("register_worker", params)
-
-    def unregister_worker(self, worker_id: str) -> None:
-        self._rows("unregister_worker", {"id": worker_id})
-
-    def list_workers(self) -> list[WorkerInfo]:
-        return [
-            WorkerInfo(str(i), str(h), int(p), tuple(q), int(c), float(s), float(seen))
-            for i, h, p, q, c, s, seen in self._rows("list_workers", {})
-        ]
-
-
 def _digest(outcome: Outcome) -> str:
     """What identifies an outcome beyond its lease, so that only an exact replay of an applied
     outcome is accepted (128 bits; blake2b is cheap next to the round trip)."""
@@ -464,21 +324,5 @@ def _digest(outcome: Outcome) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-def _race(exc: psycopg.Error) -> bool:
-    """A failure that running the statement again with a fresh snapshot resolves: a unique
-    key committed concurrently (unique_key_race, SQLSTATE 40001), a concurrent call with the
-    same request id, or a live job taking a key that a dead-letter retry meant to restore."""
-    if exc.sqlstate == "40001":
-        return True
-    return exc.sqlstate == "23505" and exc.diag.constraint_name in (
-        "requests_pkey", "jobs_unique_key_idx")
 
-
-def _leadership(row: Row | None) -> Leadership | None:
-    if row is None:
-        return None
-    name, holder, term, expires_at = row
-    return Leadership(str(name), str(holder), int(term), float(expires_at))
-
-
-__all__ = ["QUERIES", "PostgresStore"]
+__all__ = ["QUERIES", "REQUEST_TTL", "PostgresStore"]
