@@ -139,3 +139,17 @@ def test_missing_tables_are_a_schema_error(open_pg: Callable[..., PostgresStore]
         with pytest.raises(SchemaError, match="tether migrate"):
             call()
     assert store.info().schema_version == 0
+
+
+def test_text_the_driver_cannot_encode_is_a_store_error(pg: PostgresStore) -> None:
+    """A lone surrogate (a non-UTF-8 queue name from argv or os.listdir) in a parameter the
+    API layer did not check made psycopg raise a raw UnicodeEncodeError."""
+    for call in (
+        lambda: pg.claim("w", ["a\udcffb"], 1, 30),
+        lambda: pg.list_jobs(queue="a\udcffb"),
+        lambda: pg.heartbeat("w\udcff", [], 30),
+        lambda: pg.notify(["a\udcffb"]),
+    ):
+        with pytest.raises(StoreError) as caught:
+            call()
+        assert not isinstance(caught.value, StoreUnavailable)

@@ -65,6 +65,8 @@ def mapped() -> Iterator[None]:
         yield
     except psycopg.Error as exc:
         raise translate(exc) from exc
+    except UnicodeError as exc:  # a lone surrogate psycopg cannot encode (say, in a queue name)
+        raise StoreError(f"PostgreSQL error: text that cannot be sent ({one_line(exc)})") from exc
 
 
 __all__ = ["is_transient", "mapped", "one_line", "translate"]
