@@ -151,6 +151,14 @@ def _params(bulk: Bulk, name: str) -> dict[str, Any]:
                 ]),
                 "ids": "{" + ",".join(str(lease.job_id) for lease in leases) + "}",
             },
+            "finish_replays": {
+                "batch": json.dumps([
+                    {"id": lease.job_id, "attempt": lease.attempt, "owner": lease.owner,
+                     "token": lease.token, "digest": "d"}
+                    for lease in leases
+                ]),
+                "ids": "{" + ",".join(str(lease.job_id) for lease in leases) + "}",
+            },
             "reap_expired": {"grace": 0.0, "limit": 1000, "error": "worker lease expired",
                              "channel": "t_explain_jobs"},
             "next_lease_expiry": {},
@@ -166,6 +174,7 @@ CASES = [
     ("claim_queues", {"jobs_claim_idx"}),
     ("heartbeat", FENCED),
     ("finish", FENCED),
+    ("finish_replays", FENCED),
     ("reap_expired", {"jobs_reap_idx"}),
     ("next_lease_expiry", {"jobs_reap_idx"}),
     ("prune", {"jobs_prune_idx"}),

@@ -146,17 +146,15 @@ RETURNING j.id, j.attempt, j.locked_by, j.lease_token, j.cancel_requested
 -- o.reason arrives defaulted per kind (error/dead: 'error', released: 'released', ...). The
 -- batch is one JSON parameter unpacked by json_to_recordset: encoding it is one C call in the
 -- worker, where parallel arrays cost a sixth of a draining worker's CPU (profiled).
--- The lease_token is kept, and the applied outcome's digest stored: the second branch
--- recognises a replay of exactly the outcome this claim already applied (its reply was
--- lost): not running any more, same attempt, same token, same digest. Any other late outcome
--- stays rejected. It probes only the outcomes the update did not apply.
+-- The lease_token is kept and the applied outcome's digest stored, so that finish_replays
+-- can recognise a replay of exactly that outcome (see there).
 WITH clock AS (
     SELECT coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) AS ts
 ), o AS (
     SELECT * FROM json_to_recordset(%(batch)s::json)
         AS o(id bigint, attempt int, owner text, token text, kind text, result text,
              error text, reason text, retry_delay float8, digest text)
-), applied AS (
+)
 UPDATE {schema}.jobs j
 SET status = CASE
         WHEN (o.kind = 'released'
@@ -210,13 +208,20 @@ WHERE j.id = ANY(%(ids)s::text::bigint[])
   AND j.lease_token = o.token
   AND coalesce(j.status, '') = 'running'
 RETURNING o.id, o.attempt, o.owner, o.token
-)
-SELECT id, attempt, owner, token FROM applied
-UNION ALL
+
+-- name: finish_replays
+-- Run only for the outcomes finish did not apply (rare: a lost lease, or a replay), so the
+-- hot statement stays as lean to plan and run as before. A replay is an outcome this claim
+-- already applied whose reply was lost: the row is no longer running, and attempt, token
+-- (kept after finish) and the outcome's digest all match. It is reported as accepted and
+-- changes nothing; any other outcome stays rejected. Nothing here can race the replayed
+-- write: a row that left running is touched only by a new claim or a dead-letter retry, and
+-- both change the token. Probes by primary key only.
 SELECT o.id, o.attempt, o.owner, o.token
-FROM o JOIN {schema}.jobs j ON j.id = o.id
+FROM json_to_recordset(%(batch)s::json)
+    AS o(id bigint, attempt int, owner text, token text, digest text)
+JOIN {schema}.jobs j ON j.id = o.id
 WHERE j.id = ANY(%(ids)s::text::bigint[])
-  AND NOT EXISTS (SELECT 1 FROM applied a WHERE a.id = o.id AND a.token = o.token)
   AND coalesce(j.status, '') <> 'running'
   AND j.attempt = o.attempt AND j.lease_token = o.token AND j.outcome_digest = o.digest
 

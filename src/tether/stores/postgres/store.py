@@ -275,8 +275,15 @@ class PostgresStore(Admin):
         # ids as an array literal built from ints: no per-element work in psycopg's dumper.
         ids_literal = "{" + ",".join(str(o.lease.job_id) for o in ordered) + "}"
         params = {"now": now, "batch": batch_json, "ids": ids_literal}
-        accepted = {Lease(int(i), int(a), str(w), str(t))
-                    for i, a, w, t in self._rows("finish", params, conn)}
+        accepted = _leases(self._rows("finish", params, conn))
+        missed = [o for o in ordered if o.lease not in accepted]
+        if missed:  # a lost lease, or a replay of an outcome whose reply was lost
+            accepted |= _leases(self._rows("finish_replays", {
+                "batch": json.dumps([{"id": o.lease.job_id, "attempt": o.lease.attempt,
+                                      "owner": o.lease.owner, "token": o.lease.token,
+                                      "digest": _digest(o)} for o in missed]),
+                "ids": "{" + ",".join(str(o.lease.job_id) for o in missed) + "}",
+            }, conn))
         return list(dict.fromkeys(o.lease for o in outcomes if o.lease not in accepted))
 
     def save_checkpoint(self, lease: Lease, checkpoint: str, *, now: float | None = None) -> bool:
@@ -316,11 +323,16 @@ class PostgresStore(Admin):
         if queues:
             self._rows("notify", {"channel": self.channel, "queues": sorted(set(queues))})
 
+def _leases(rows: list[tuple[Any, ...]]) -> set[Lease]:
+    return {Lease(int(i), int(a), str(w), str(t)) for i, a, w, t in rows}
+
+
 def _digest(outcome: Outcome) -> str:
-    """What identifies an outcome beyond its lease, so that only an exact replay of an applied
-    outcome is accepted (128 bits; blake2b is cheap next to the round trip)."""
-    text = json.dumps([outcome.kind, outcome.result, outcome.error, outcome.reason,
-                       float(outcome.retry_delay)])
+    """What identifies an outcome beyond its job, attempt and token (the owner included), so
+    that only an exact replay of an applied outcome is accepted (128 bits; blake2b is cheap
+    next to the round trip)."""
+    text = json.dumps([outcome.lease.owner, outcome.kind, outcome.result, outcome.error,
+                       outcome.reason, float(outcome.retry_delay)])
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 

@@ -8,9 +8,9 @@
 -- finish recognises what it already applied) and cleared by reap and dead-letter retry.
 ALTER TABLE jobs ADD COLUMN lease_token text;
 
--- A digest of the outcome the token's holder had applied (kind, result, error, reason, delay):
--- a replay of exactly that outcome is accepted, any other late outcome of the same lease is
--- still rejected. Only meaningful while lease_token is the one the outcome names.
+-- A digest of the outcome the token's holder had applied (owner, kind, result, error, reason,
+-- delay): a replay of exactly that outcome is accepted, any other late outcome of the same
+-- lease is still rejected. Only meaningful while lease_token is the one the outcome names.
 ALTER TABLE jobs ADD COLUMN outcome_digest text;
 
 -- A replayed claim (its reply was lost; the worker asks again with the same request id, which
