@@ -8,6 +8,7 @@ sleeps in place of a condition, except the outage itself.
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -200,8 +201,14 @@ def test_a_lost_finish_reply_is_not_a_lost_lease(
         app.close()
 
 
-@pytest.mark.xfail(strict=True, reason="needs the core branch: the fetcher must retry a claim "
-                   "with the same request id (the store side is tested in test_lost_replies)")
+#: The worker of the core branch (#8) retries a claim with the same request id; main's worker
+#: before it does not (tether.stores.replay arrives with it).
+CORE_REPLAYS_CLAIMS = importlib.util.find_spec("tether.stores.replay") is not None
+
+
+@pytest.mark.xfail(not CORE_REPLAYS_CLAIMS, strict=True,
+                   reason="needs the core branch: the fetcher must retry a claim with the same "
+                   "request id (the store side is tested in test_lost_replies)")
 def test_a_lost_claim_reply_leaves_no_orphan(
     pg: PostgresStore, fault_proxy: Callable[[str], FaultProxy]
 ) -> None:
