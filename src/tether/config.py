@@ -38,6 +38,7 @@ class Settings:
     retention_done: float = 86_400.0
     retention_failed: float = 7 * 86_400.0
     retention_cancelled: float = 7 * 86_400.0
+    log_format: str | None = None  # "text" or "json"; default $TETHER_LOG_FORMAT, else text
 
     @property
     def heartbeat_every(self) -> float:
@@ -96,6 +97,8 @@ def make_settings(**options: Any) -> Settings:
         raise ConfigError(f"claim_batch must be an integer >= 1, got {batch!r}")
     if "election" in options and not isinstance(options["election"], bool):
         raise ConfigError(f"election must be True or False, got {options['election']!r}")
+    if options.get("log_format") not in (None, "text", "json"):
+        raise ConfigError(f"log_format must be 'text' or 'json', got {options['log_format']!r}")
     settings = replace(Settings(), **options)
     if settings.heartbeat_every >= settings.lease_ttl:
         raise ConfigError(

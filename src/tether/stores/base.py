@@ -282,6 +282,21 @@ class StoreInfo:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """What :meth:`Store.search_jobs` selects; ``None`` means any.
+
+    ``since``: created at or after this epoch second. ``newest_first``: descending id order
+    (the order people read job lists in); ascending otherwise.
+    """
+
+    status: JobStatus | None = None
+    queue: str | None = None
+    task: str | None = None
+    since: float | None = None
+    newest_first: bool = True
+
+
 @runtime_checkable
 class Store(Protocol):
     """One storage engine. Implementations are thread-safe: any method from any thread.
@@ -466,3 +481,40 @@ class Store(Protocol):
     def unregister_worker(self, worker_id: str) -> None: ...
 
     def list_workers(self) -> list[WorkerInfo]: ...
+
+    # -- operations (issue #11): additive; nothing on the lease hot path uses them ------------
+    def search_jobs(
+        self, filter: JobFilter, *, cursor: int | None = None, limit: int = 100
+    ) -> list[Job]:
+        """Jobs matching ``filter`` in id order (descending when ``newest_first``), keyset
+        paginated: only ids below ``cursor`` (descending) or above it (ascending).
+        ``limit`` must be 1..MAX_PAGE (ValueError otherwise)."""
+        ...
+
+    def purge(self, queue: str, statuses: Sequence[JobStatus]) -> int:
+        """Delete every job of ``queue`` in ``statuses`` (pending and terminal states only:
+        ValueError for ``running``, whose holder's lease stands). Frees their unique keys.
+        Returns how many went."""
+        ...
+
+    def pause_queue(self, queue: str) -> bool:
+        """Mark ``queue`` paused (workers stop claiming from it; running jobs go on).
+        True when it was not paused before."""
+        ...
+
+    def resume_queue(self, queue: str) -> bool:
+        """Un-pause ``queue``; True when it was paused. Wakes the queue's workers."""
+        ...
+
+    def paused_queues(self) -> list[str]:
+        """The paused queues, sorted."""
+        ...
+
+    def delete_dead_workers(self, older_than: float, *, now: float | None = None) -> int:
+        """Delete worker rows last seen before ``now - older_than`` (workers that died
+        without unregistering). Returns how many went."""
+        ...
+
+    def leader(self, name: str, *, now: float | None = None) -> Leadership | None:
+        """Who holds leadership of ``name`` now (None when nobody or the lease ran out)."""
+        ...

@@ -125,12 +125,17 @@ class Completer:
             ctx = p.entry.ctx
             if p.outcome.lease in rejected:
                 self.rejected += 1
-                log.warning("stale %s of job %s attempt %s rejected: this worker no longer "
-                            "holds the lease", p.outcome.kind, ctx.id, ctx.attempt)
+                log.debug("stale %s of job %s attempt %s rejected: this worker no longer "
+                          "holds the lease", p.outcome.kind, ctx.id, ctx.attempt)
                 self.events.emit("lease_lost", job_id=ctx.id, attempt=ctx.attempt,
-                                 worker=self.owner, detail={"rejected": p.outcome.kind})
+                                 worker=self.owner, detail={"rejected": p.outcome.kind,
+                                                            "task": ctx.job.task,
+                                                            "queue": ctx.job.queue})
             else:
-                detail = {"error": p.outcome.error} if p.outcome.error else {}
+                o = p.outcome
                 self.events.emit(p.event, job_id=ctx.id, attempt=ctx.attempt,
-                                 worker=self.owner, detail=detail)
+                                 worker=self.owner, detail={
+                                     "task": ctx.job.task, "queue": ctx.job.queue,
+                                     "kind": o.kind, "reason": o.reason,
+                                     "delay": o.retry_delay, "error": o.error})
         self.registry.mark_many([p.entry for p in batch], settled=True)

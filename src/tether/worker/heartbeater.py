@@ -96,6 +96,8 @@ class Heartbeater:
             self._expire_untrusted(entries, clock.monotonic())
             return min(self.interval, 1.0)
         self.beats += 1
+        self.events.emit("heartbeat", worker=self.owner,
+                         detail={"rtt": clock.monotonic() - sent_at, "leases": len(by_lease)})
         for lease, entry in by_lease.items():
             if lease in result.lost:
                 self._lost(entry, "the store no longer holds this lease for us")
@@ -114,8 +116,9 @@ class Heartbeater:
         if entry.lost:
             return
         entry.lost = True
-        log.warning("lease lost: job %s attempt %s: %s; interrupting the handler",
-                    entry.ctx.id, entry.ctx.attempt, why)
+        log.debug("lease lost: job %s attempt %s: %s; interrupting the handler",
+                  entry.ctx.id, entry.ctx.attempt, why)
         entry.interrupt(LeaseInterrupted)
         self.events.emit("lease_lost", job_id=entry.ctx.id, attempt=entry.ctx.attempt,
-                         worker=self.owner, detail={"why": why})
+                         worker=self.owner, detail={"why": why, "task": entry.ctx.job.task,
+                                                    "queue": entry.ctx.job.queue})

@@ -25,7 +25,13 @@ class Phase(enum.IntEnum):
 
 
 class Shutdown:
-    def __init__(self, draining: str = "draining in-flight jobs") -> None:
+    def __init__(self, draining: str = "draining in-flight jobs",
+                 grace: float | None = None) -> None:
+        # Say how long the drain may take and how to cut it short: an operator pressing
+        # Ctrl-C otherwise cannot tell a drain from a hang.
+        if grace is not None:
+            draining += (f"; waiting up to {grace:g}s for them to finish (shutdown_timeout). "
+                         "Send the signal again (Ctrl-C) to hand their leases back now")
         self._draining = draining
         self.phase = Phase.RUNNING
         self.changed = threading.Event()

@@ -32,6 +32,7 @@ from tether.worker.completer import Completer, Pending
 from tether.worker.deadlines import Deadlines
 from tether.worker.executor import Executor
 from tether.worker.heartbeater import Heartbeater
+from tether.worker.paused import PausedQueues
 from tether.worker.registry import Registry, Running
 from tether.worker.shutdown import Phase, Shutdown
 
@@ -62,7 +63,7 @@ class Worker:
         self.concurrency = concurrency
         self.queues = list(queues) if queues else app.queues()
         self.id = new_worker_id()
-        self.shutdown = Shutdown()
+        self.shutdown = Shutdown(grace=self.settings.shutdown_timeout)
         self.registry = Registry(concurrency)
         self.store: Store = app.store
         self._hb_store = open_store(app.url)
@@ -82,6 +83,7 @@ class Worker:
         self._fetcher = threading.Thread(target=self._fetch_loop, name="tether-fetcher",
                                          daemon=True)
         self.claimed = 0
+        self.pauses = PausedQueues(self.store, self.queues)
 
     # -- running -----------------------------------------------------------------------------
     def run(self, *, install_signals: bool = True) -> int:
@@ -174,9 +176,13 @@ class Worker:
                 free = self.registry.wait_free(0.5, lambda: self.shutdown.stopping)
                 if free <= 0 or self.shutdown.stopping:
                     continue
+                active = self.pauses.active()
+                if not active:  # every queue of ours is paused
+                    self.shutdown.changed.wait(self.pauses.every)
+                    continue
                 sent = clock.monotonic()
                 try:
-                    jobs = self.store.claim(self.id, self.queues,
+                    jobs = self.store.claim(self.id, active,
                                             min(free, self.settings.claim_batch),
                                             self.settings.lease_ttl)
                     backoff = 0.1
@@ -197,7 +203,8 @@ class Worker:
         self.claimed += 1
         entry = Running(JobContext(job, self.store), trusted_until)
         self.registry.add(entry)
-        self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id)
+        self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
+                             detail={"task": job.task, "queue": job.queue})
         task = self.app.tasks.get(job.task)
         if task is None:
             log.error("job %s: unknown task %r; dead-lettering it", job.id, job.task)

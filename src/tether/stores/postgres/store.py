@@ -56,6 +56,7 @@ from tether.stores.postgres import statements
 from tether.stores.postgres.admin import REQUEST_TTL, Admin
 from tether.stores.postgres.connect import Conn
 from tether.stores.postgres.listen import Listener
+from tether.stores.postgres.ops import OpsMixin
 from tether.stores.postgres.plumbing import race
 from tether.stores.urls import redact
 from tether.text import clean_error
@@ -67,7 +68,7 @@ _REASON = {"error": "error", "dead": "error", "released": "released",
            "cancelled": "cancelled", "done": "done"}
 
 
-class PostgresStore(Admin):
+class PostgresStore(OpsMixin, Admin):
     """``postgresql://user@host:5432/db?schema=tether``. Thread-safe (a small pool).
 
     Options: ``min_size``/``max_size`` (pool, default 1/4), ``timeout`` (seconds to wait for a

@@ -70,6 +70,7 @@ from tether.stores.base import (
 from tether.stores.redis import _codec as codec
 from tether.stores.redis._conn import connect, io, split_url
 from tether.stores.redis._waker import Waker
+from tether.stores.redis.ops import OpsMixin
 from tether.stores.urls import redact
 
 SCHEMA_VERSION = 1
@@ -89,7 +90,7 @@ def _script_text(name: str) -> str:
     return queries.read(pkg, "_lib.lua") + "\n" + queries.read(pkg, f"{name}.lua")
 
 
-class RedisStore:
+class RedisStore(OpsMixin):
     """A tether store on a standalone Redis >= 5 (or Valkey); see the module docstring."""
 
     kind = "redis"

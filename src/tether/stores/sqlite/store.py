@@ -59,6 +59,7 @@ from tether.stores.base import (
 )
 from tether.stores.sqlite._admin import AdminMixin
 from tether.stores.sqlite._db import Connections, guarded
+from tether.stores.sqlite._ops import OpsMixin
 from tether.stores.sqlite._rows import SCHEMA_VERSION, FinishPlan, Q, job_from_row, store_now
 from tether.stores.sqlite._schema import SchemaMixin
 from tether.stores.sqlite._url import parse_url
@@ -71,7 +72,7 @@ def _request_id(value: str | None) -> str | None:
     return None if value is None else check_text(value, "request_id", limit=_MAX_REQUEST_ID)
 
 
-class SQLiteStore(SchemaMixin, AdminMixin):
+class SQLiteStore(SchemaMixin, AdminMixin, OpsMixin):
     """SQLite implementation of :class:`tether.stores.base.Store`. Thread- and fork-safe.
 
     ``busy_timeout``: how long a write waits for another process's write lock before it
