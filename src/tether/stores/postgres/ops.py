@@ -1,6 +1,7 @@
 """Operations methods of the PostgreSQL store (issue #11), a mixin of PostgresStore.
 
-All SQL is in ``ops.sql`` (bound to the store's schema like every statement of the store). The ``paused_queues`` table is made by the first pause or resume
+All SQL is in ``ops.sql``, bound to the store's schema like every statement of the store
+(``statements.py``). The ``paused_queues`` table is made by the first pause or resume
 (``CREATE TABLE IF NOT EXISTS``), so no migration is needed and the schema's version is
 untouched; until it exists, no queue is paused. Purge deletes in bounded batches so one call
 never holds a lock on a million rows.
