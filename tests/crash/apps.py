@@ -25,6 +25,7 @@ import signal
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import tether
 from tether.events import Event
@@ -137,8 +138,11 @@ def ledger(seconds: float = 0.1) -> None:
     mid-handler leaves an open transaction that must roll back."""
     _run("start")
     job = tether.current_job()
+    # The ledger lives in the test's schema, which is not on the connection's search_path
+    # (tether names its own schema in its statements and leaves the user's path alone).
+    schema = parse_qs(urlsplit(os.environ["TETHER_URL"]).query)["schema"][0]
     with job.transaction() as conn:
-        conn.execute("INSERT INTO ledger (job_id, attempt, pid) VALUES (%s, %s, %s)",
+        conn.execute(f'INSERT INTO "{schema}".ledger (job_id, attempt, pid) VALUES (%s, %s, %s)',
                      (job.id, job.attempt, os.getpid()))
         time.sleep(seconds)
     _run("end")

@@ -1,6 +1,7 @@
 """Operations methods of the PostgreSQL store (issue #11), a mixin of PostgresStore.
 
-All SQL is in ``ops.sql``. The ``paused_queues`` table is made by the first pause or resume
+All SQL is in ``ops.sql``, bound to the store's schema like every statement of the store
+(``statements.py``). The ``paused_queues`` table is made by the first pause or resume
 (``CREATE TABLE IF NOT EXISTS``), so no migration is needed and the schema's version is
 untouched; until it exists, no queue is paused. Purge deletes in bounded batches so one call
 never holds a lock on a million rows.
@@ -12,27 +13,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from tether import limits
-from tether.stores import queries
 from tether.stores.base import Job, JobFilter, JobStatus, Leadership
 from tether.stores.postgres.connect import Connector
 from tether.stores.sqlite._ops import check_purge
 
-OPS = queries.load("tether.stores.postgres", "ops.sql")
 PURGE_BATCH = 1000
 
 
 class OpsMixin:
     _connector: Connector
+    queries: dict[str, str]  # the store's statements, ops.sql's among them (statements.py)
     _paused_table = False  # set once the table is known to exist (it is never dropped)
 
     def _ops(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
         with self._connector.connection() as pooled:
-            return pooled.execute(OPS[name], params).fetchall()
+            return pooled.execute(self.queries[name], params).fetchall()
 
     def _ensure_paused_table(self) -> None:
         if not self._paused_table:
             with self._connector.connection() as pooled:
-                pooled.execute(OPS["create_paused_queues"])
+                pooled.execute(self.queries["create_paused_queues"])
             self._paused_table = True
 
     def search_jobs(
