@@ -14,8 +14,8 @@ from typing import Any
 
 from tether import limits
 from tether.stores.base import Job, JobFilter, JobStatus, Leadership
+from tether.stores.opsargs import check_purge, sql_search_params
 from tether.stores.postgres.connect import Connector
-from tether.stores.sqlite._ops import check_purge
 
 PURGE_BATCH = 1000
 
@@ -38,17 +38,9 @@ class OpsMixin:
     def search_jobs(
         self, filter: JobFilter, *, cursor: int | None = None, limit: int = 100
     ) -> list[Job]:
-        limits.check_page(limit)
-        if cursor is not None:
-            limits.check_int(cursor, "cursor", low=0, high=limits.MAX_JOB_ID)
-        desc = filter.newest_first
-        params = {
-            "status": filter.status, "queue": filter.queue, "task": filter.task,
-            "since": filter.since, "limit": limit,
-            "cursor": cursor if cursor is not None else (limits.MAX_JOB_ID if desc else 0),
-        }
-        return [Job(*row) for row in
-                self._ops("search_jobs_desc" if desc else "search_jobs_asc", params)]
+        params = sql_search_params(filter, cursor, limit)
+        name = "search_jobs_desc" if filter.newest_first else "search_jobs_asc"
+        return [Job(*row) for row in self._ops(name, params)]
 
     def purge(self, queue: str, statuses: Sequence[JobStatus]) -> int:
         chosen = check_purge(queue, statuses)

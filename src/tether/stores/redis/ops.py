@@ -11,9 +11,9 @@ from typing import Any
 
 from tether import limits
 from tether.stores.base import Job, JobFilter, JobStatus, Leadership
+from tether.stores.opsargs import check_purge, check_search
 from tether.stores.redis import _codec as codec
 from tether.stores.redis._conn import io
-from tether.stores.sqlite._ops import check_purge
 
 PURGE_BATCH = 500
 SEARCH_BUDGET = 5000  # job hashes examined per script call
@@ -38,9 +38,7 @@ class OpsMixin:
     def search_jobs(
         self, filter: JobFilter, *, cursor: int | None = None, limit: int = 100
     ) -> list[Job]:
-        limits.check_page(limit)
-        if cursor is not None:
-            limits.check_int(cursor, "cursor", low=0, high=limits.MAX_JOB_ID)
+        check_search(cursor, limit)
         jobs: list[Job] = []
         at = "" if cursor is None else str(int(cursor))
         while True:

@@ -15,22 +15,12 @@ from collections.abc import Sequence
 from tether import limits
 from tether.stores import queries
 from tether.stores.base import Job, JobFilter, JobStatus, Leadership
+from tether.stores.opsargs import check_purge, sql_search_params
 from tether.stores.sqlite._db import Connections, guarded
 from tether.stores.sqlite._rows import job_from_row, store_now
 
 OPS = queries.load("tether.stores.sqlite", "ops.sql")
 PURGE_BATCH = 1000
-
-
-def check_purge(queue: str, statuses: Sequence[str]) -> list[str]:
-    """The shared argument rules of ``purge`` (every store calls this)."""
-    limits.check_text(queue, "queue", limit=limits.MAX_NAME)
-    chosen = list(dict.fromkeys(statuses))
-    bad = [s for s in chosen if s not in ("pending", "done", "failed", "cancelled")]
-    if bad:
-        raise ValueError(f"purge cannot delete {', '.join(map(str, bad))} jobs (only pending, "
-                         "done, failed and cancelled; cancel running jobs instead)")
-    return chosen
 
 
 class OpsMixin:
@@ -40,16 +30,8 @@ class OpsMixin:
     def search_jobs(
         self, filter: JobFilter, *, cursor: int | None = None, limit: int = 100
     ) -> list[Job]:
-        limits.check_page(limit)
-        if cursor is not None:
-            limits.check_int(cursor, "cursor", low=0, high=limits.MAX_JOB_ID)
-        desc = filter.newest_first
-        params = {
-            "status": filter.status, "queue": filter.queue, "task": filter.task,
-            "since": filter.since, "limit": limit,
-            "cursor": cursor if cursor is not None else (limits.MAX_JOB_ID if desc else 0),
-        }
-        sql = OPS["search_jobs_desc" if desc else "search_jobs_asc"]
+        params = sql_search_params(filter, cursor, limit)
+        sql = OPS["search_jobs_desc" if filter.newest_first else "search_jobs_asc"]
         return [job_from_row(row) for row in self._db.get().execute(sql, params)]
 
     @guarded
