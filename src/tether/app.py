@@ -15,7 +15,7 @@ from tether.errors import ConfigError, JobNotFound, StoreUnavailable
 from tether.events import Callback, Events
 from tether.stores import DEFAULT_URL, open_store
 from tether.stores.base import CancelResult, Job, NewJob, RetryResult, Store
-from tether.stores.replay import new_request_id, request_kw
+from tether.stores.replay import new_request_id
 from tether.task import Task, TaskOptions
 
 #: Pauses between the attempts of one enqueue while the store is unavailable (~1 s in all).
@@ -126,10 +126,10 @@ class App:
                     f"the {self.store.kind} store cannot enqueue inside a caller's transaction"
                 ) from None
         store = self.store
-        replay = request_kw(store.enqueue, new_request_id())
+        request_id = new_request_id()
         for pause in (*ENQUEUE_RETRY_PAUSES, None):
             try:
-                return store.enqueue(jobs, **replay)
+                return store.enqueue(jobs, request_id=request_id)
             except StoreUnavailable:
                 if pause is None:
                     raise

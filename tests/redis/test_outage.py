@@ -26,12 +26,7 @@ RESUME = 2.0  # "about a second": the wake-up/poll plus scheduling noise on a lo
 
 
 def _resumed_in_time(seconds: float) -> None:
-    """The resume bound depends on the worker's own back-off after failed claims (up to 5 s
-    before issue #8's worker fix on branch core); until that lands this part is an xfail
-    with the measured time, never a silent pass."""
-    if seconds >= RESUME:
-        pytest.xfail(f"resumed {seconds:.2f}s after the server's return (bound {RESUME}s): "
-                     "needs the worker's claim back-off capped (issue #8, core)")
+    assert seconds < RESUME, f"resumed {seconds:.2f}s after the server's return"
 
 
 @contextmanager

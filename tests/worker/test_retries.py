@@ -14,7 +14,6 @@ then raises as a dropped connection would. tests/crash/test_outages.py breaks re
 
 from __future__ import annotations
 
-import inspect
 import logging
 import sqlite3
 import threading
@@ -37,14 +36,8 @@ pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]
 
 
-def accepts_request_id(method: Callable[..., Any]) -> bool:
-    return "request_id" in inspect.signature(method).parameters
-
-
 def call_through(real: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call the real store method, dropping ``request_id`` where the store lacks it yet."""
-    if not accepts_request_id(real):
-        kwargs.pop("request_id", None)
+    """Call the real store method."""
     return real(*args, **kwargs)
 
 
@@ -102,8 +95,6 @@ def test_enqueue_whose_reply_is_lost_inserts_once(
         job_id = app.enqueue("lost.reply.task", 1)
         assert proxy.dropped == 1
         jobs = direct.list_jobs()
-        if len(jobs) != 1 and not accepts_request_id(app.store.enqueue):
-            pytest.xfail("the store does not take request_id yet (store engineers' part)")
         assert [j.id for j in jobs] == [job_id]
     finally:
         app.close()
@@ -151,8 +142,6 @@ def test_a_claim_whose_reply_is_lost_is_retried_with_the_same_request_id(
                    what="the claim to be retried")
         assert lost[0] is not None
         assert seen[seen.index(lost[0]) + 1] == lost[0], "the retry must reuse the request id"
-        if not accepts_request_id(real):
-            pytest.xfail("the store does not replay claims by request_id yet (store engineers)")
         wait_until(lambda: status(app, job_id) == "done", what="the job to run")
     done = app.get_job(job_id)
     assert (done.attempt, done.stall_count) == (1, 0), "the lost claim was orphaned and reaped"

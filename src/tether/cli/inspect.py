@@ -66,14 +66,6 @@ def cmd_job(args: argparse.Namespace) -> int:
     return 0
 
 
-def retried(result: Any) -> tuple[int, list[int]]:
-    """(jobs moved, ids left failed because their unique key is held) from retry_failed,
-    whichever shape the store returns (an int, or a RetryResult)."""
-    if isinstance(result, int):
-        return result, []
-    return int(result.retried), list(getattr(result, "conflicts", ()))
-
-
 def cmd_dlq(args: argparse.Namespace) -> int:
     store = connect(target(args).url)
     try:
@@ -94,7 +86,8 @@ def cmd_dlq(args: argparse.Namespace) -> int:
         missing = []
         if not args.all:
             missing = [i for i in args.ids if store.get_job(i) is None]
-        moved, held = retried(store.retry_failed(None if args.all else args.ids))
+        outcome = store.retry_failed(None if args.all else args.ids)
+        moved, held = outcome.retried, list(outcome.conflicts)
     finally:
         store.close()
     if args.json:

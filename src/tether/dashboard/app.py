@@ -134,13 +134,13 @@ def run_action(store: Store, what: str, target: str, form: Any) -> str:
         job_id = limits.check_job_id(int(target))
         if store.get_job(job_id) is None:
             raise JobNotFound(job_id)
-        moved = _retried(store.retry_failed([job_id]))
+        moved = store.retry_failed([job_id]).retried
         return f"job {job_id} retried" if moved else f"job {job_id} was not failed"
     if what == "retry-filtered":
         filt = JobFilter(status="failed", queue=str(form.get("queue") or "") or None,
                          task=str(form.get("task") or "") or None)
         ids = [j.id for j in store.search_jobs(filt, limit=limits.MAX_PAGE)]
-        moved = _retried(store.retry_failed(ids)) if ids else 0
+        moved = store.retry_failed(ids).retried if ids else 0
         return f"retried {moved} failed job(s)"
     if what == "cancel":
         job_id = limits.check_job_id(int(target))
@@ -156,7 +156,3 @@ def run_action(store: Store, what: str, target: str, form: Any) -> str:
         store.resume_queue(target)
         return f"queue {target} resumed"
     raise ValueError(f"unknown action {what!r}")
-
-
-def _retried(result: Any) -> int:
-    return result if isinstance(result, int) else int(result.retried)

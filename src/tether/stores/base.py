@@ -329,8 +329,14 @@ class Store(Protocol):
         ...
 
     # -- producers -------------------------------------------------------------------------
-    def enqueue(self, jobs: Sequence[NewJob], *, now: float | None = None) -> list[int]:
-        """Insert jobs in one round trip; ids in input order (existing id on unique_key hit)."""
+    def enqueue(
+        self, jobs: Sequence[NewJob], *, now: float | None = None,
+        request_id: str | None = None,
+    ) -> list[int]:
+        """Insert jobs in one round trip; ids in input order (existing id on unique_key hit).
+
+        With ``request_id``, a repeat of the call (its reply was lost) within 24 h inserts
+        nothing and returns the same ids."""
         ...
 
     def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
@@ -357,8 +363,13 @@ class Store(Protocol):
         lease_ttl: float,
         *,
         now: float | None = None,
+        request_id: str | None = None,
     ) -> list[Job]:
         """Claim up to ``limit`` due pending jobs of ``queues`` in one atomic write.
+
+        ``request_id`` (32 hex characters, drawn by the store when None) is the nonce of the
+        claimed jobs' lease tokens: a repeat of the call with the same id returns the jobs
+        still running under it and claims nothing more, so a lost reply orphans nothing.
 
         Order: priority, then run_at, then id. Claimed rows get status running,
         ``locked_by = owner``, ``lease_until = now + lease_ttl``, ``attempt += 1``,

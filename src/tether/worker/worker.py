@@ -31,7 +31,7 @@ from tether.errors import LeaseInterrupted, ShuttingDown, StoreGone
 from tether.maintenance.maintainer import Maintainer
 from tether.stores import open_store
 from tether.stores.base import Job, Outcome, Store, WorkerInfo
-from tether.stores.replay import new_request_id, request_kw
+from tether.stores.replay import new_request_id
 from tether.worker.completer import Completer, Pending
 from tether.worker.deadlines import Deadlines
 from tether.worker.executor import Executor
@@ -259,7 +259,7 @@ class Worker:
                     jobs = self.store.claim(self.id, active,
                                             min(free, self.settings.claim_batch),
                                             self.settings.lease_ttl,
-                                            **request_kw(self.store.claim, request_id))
+                                            request_id=request_id)
                     if not jobs:
                         replay = None
                         self.store.wait_for_jobs(self.queues, self.settings.poll_interval)
