@@ -370,6 +370,8 @@ class Store(Protocol):
         ``request_id`` (32 hex characters, drawn by the store when None) is the nonce of the
         claimed jobs' lease tokens: a repeat of the call with the same id returns the jobs
         still running under it and claims nothing more, so a lost reply orphans nothing.
+        A repeat of a claim that granted nothing may claim afresh (nothing was orphaned, so
+        a store need not record empty claims).
 
         Order: priority, then run_at, then id. Claimed rows get status running,
         ``locked_by = owner``, ``lease_until = now + lease_ttl``, ``attempt += 1``,

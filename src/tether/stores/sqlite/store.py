@@ -223,7 +223,10 @@ class SQLiteStore(SchemaMixin, AdminMixin, OpsMixin):
                 rows = conn.execute(Q["claim_replayed"], params).fetchall()
             else:
                 rows = conn.execute(Q["claim"], params).fetchall()
-                if request_id is not None:
+                # Only a claim that granted something needs its record: a replay of an empty
+                # claim may claim afresh (nothing was orphaned). Idle workers claim empty all
+                # the time, and every written row lengthens the write lock's hold.
+                if request_id is not None and rows:
                     conn.execute(Q["request_insert"], request)
         if len(rows) < limit:
             # The claimer may wait next: remember what it has seen, so a commit that lands
