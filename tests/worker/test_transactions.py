@@ -56,9 +56,13 @@ def test_transaction_commits_writes_with_the_completion(pg_app: tuple[tether.App
             conn.execute(f'INSERT INTO "{schema}".ledger VALUES (%s, %s, %s)',
                          (job.id, job.attempt, note))
 
+    completed: list[int] = []
+    app.on("completed", lambda event: completed.append(event.job_id))
     ids = record.enqueue_many([((f"n{i}",), {}) for i in range(10)])
     with running(app, concurrency=3):
         wait_until(lambda: all(status(app, i) == "done" for i in ids))
+        # Completed inside the handler's transaction: logs and metrics still see each one.
+        wait_until(lambda: sorted(completed) == ids)
     with psycopg.connect(PG_DSN) as conn:
         rows = conn.execute(f'SELECT job_id FROM "{schema}".ledger ORDER BY job_id').fetchall()
     assert [r[0] for r in rows] == ids

@@ -109,8 +109,7 @@ class Worker:
         try:
             self.store.register_worker(WorkerInfo(
                 self.id, socket.gethostname(), os.getpid(), tuple(self.queues), self.concurrency))
-            log.info("worker %s started: queues=%s concurrency=%d lease_ttl=%ss", self.id,
-                     ",".join(self.queues), self.concurrency, self.settings.lease_ttl)
+            log.debug("worker %s registered (lease_ttl=%ss)", self.id, self.settings.lease_ttl)
             for part in (self.executor, self.heartbeater, self.completer, self.maintainer):
                 if part is not None:
                     part.start()
@@ -330,6 +329,15 @@ class Worker:
         if isinstance(handle, int):
             self.deadlines.cancel(handle)
         if outcome is None:
+            ctx = entry.ctx
+            if ctx.completed_in_transaction:
+                # The handler's own transaction wrote the fenced completion: nothing for the
+                # completer to write, but logs and metrics must still see the job finish.
+                self.app.events.emit("completed", job_id=ctx.id, attempt=ctx.attempt,
+                                     worker=self.id, detail={
+                                         "task": ctx.job.task, "queue": ctx.job.queue,
+                                         "kind": "done", "reason": None, "delay": 0.0,
+                                         "error": None, "transaction": True})
             self.registry.mark(entry, settled=True)
         else:
             self.completer.put(entry, outcome)
