@@ -22,16 +22,17 @@ Invariants every store upholds (the contract suite in ``tests/contract/`` proves
 Counting rules (shared by ``finish`` and ``reap_expired`` so every path agrees):
 
 * ``attempt`` counts claims and is the fence token; it never goes down.
-* ``failures`` counts handler errors and timeouts; ``stall_count`` counts reaped leases;
-  ``interruptions`` counts leases handed back on shutdown (neither a failure nor a stall).
+* ``failures`` counts handler errors and timeouts; ``stall_count`` counts stalls: leases the
+  reaper took back, and ``stalled`` outcomes (the holder saw the process running the handler
+  die); ``interruptions`` counts leases handed back on shutdown (neither a failure nor a stall).
 * An error retries while ``failures + stall_count < max_attempts`` (after the increment),
   otherwise the job is ``failed`` (the dead-letter state) with the given reason.
-* A stall retries while ``stall_count < max_stalls`` *and*
+* A stall (reaped, or a ``stalled`` outcome) retries while ``stall_count < max_stalls`` *and*
   ``failures + stall_count < max_attempts`` (after the increment), otherwise ``failed`` with
   reason ``stalled``.
-* A reaped or released job keeps its ``run_at``: it was due when claimed, so it is due again at
-  once *and keeps its place in line*. (Setting ``run_at = now`` would send recovered jobs to the
-  back of a backlog and break the recovery bound under load.)
+* A reaped, stalled or released job keeps its ``run_at``: it was due when claimed, so it is
+  due again at once *and keeps its place in line*. (Setting ``run_at = now`` would send
+  recovered jobs to the back of a backlog and break the recovery bound under load.)
 
 Payloads, results, checkpoints and progress cross this seam as JSON *text*: the API layer
 encodes once (refusing what JSON cannot carry) and the store never interprets them.
@@ -46,7 +47,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 JobStatus = Literal["pending", "running", "done", "failed", "cancelled"]
 FailureReason = Literal["error", "stalled", "timeout", "unknown_task"]
-OutcomeKind = Literal["done", "error", "dead", "cancelled", "released"]
+OutcomeKind = Literal["done", "error", "dead", "cancelled", "released", "stalled"]
 CancelResult = Literal["cancelled", "requested", "finished"]
 
 STATUSES: tuple[JobStatus, ...] = ("pending", "running", "done", "failed", "cancelled")
@@ -157,6 +158,12 @@ class Outcome:
     * ``cancelled``: job ``cancelled``.
     * ``released``: lease handed back on shutdown: ``pending`` with ``run_at`` unchanged (due
       at once, first in line), ``interruptions += 1``; neither a failure nor a stall.
+    * ``stalled``: the process running the handler died mid-attempt (a process-pool child that
+      crashed), reported by its holder at once instead of waiting for the lease to expire.
+      Exactly the reaper's stall rule: ``stall_count += 1``; ``pending`` with ``run_at``
+      unchanged while ``stall_count < max_stalls`` and ``failures + stall_count <
+      max_attempts`` (after the increment), else ``failed`` with ``reason`` (default
+      ``stalled``). ``failures`` is unchanged.
 
     Every kind records ``error`` (when given) in ``last_error`` and appends it to ``errors``,
     clears ``locked_by``/``lease_until`` and sets ``finished_at`` when the job became terminal.

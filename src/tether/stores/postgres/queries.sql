@@ -197,10 +197,11 @@ RETURNING j.id, j.attempt, j.locked_by, j.cancel_requested
 
 -- name: finish
 -- Outcomes of many attempts in one statement, each fenced by its lease. The counting rules of
--- tether.stores.base are spelled out in the CASEs (a released job keeps its run_at: it is due
--- at once and keeps its place in line); every SET expression reads the row as it
--- was before this update, so the retry test "failures + 1 + stall_count < max_attempts" is
--- repeated where the new status matters. Leases missing from RETURNING were rejected.
+-- tether.stores.base are spelled out in the CASEs (a released or stalled job keeps its run_at:
+-- it is due at once and keeps its place in line); every SET expression reads the row as it
+-- was before this update, so the retry tests "failures + 1 + stall_count < max_attempts" and
+-- (stalled: the reap rule) "stall_count + 1 < max_stalls AND failures + stall_count + 1 <
+-- max_attempts" are repeated where the new status matters. Leases missing from RETURNING were rejected.
 -- o.reason arrives already defaulted ('error' for error/dead outcomes). The batch is one JSON
 -- parameter unpacked by json_to_recordset: encoding it is one C call in the worker, where eight
 -- parallel arrays cost a sixth of a draining worker's CPU in psycopg's array dumper (profiled).
@@ -217,10 +218,14 @@ SET status = CASE
         WHEN o.kind = 'released' THEN 'pending'
         WHEN o.kind = 'error' AND j.failures + 1 + j.stall_count < j.max_attempts
             THEN 'pending'
+        WHEN o.kind = 'stalled' AND j.stall_count + 1 < j.max_stalls
+         AND j.failures + j.stall_count + 1 < j.max_attempts
+            THEN 'pending'
         ELSE 'failed'
     END,
     failures = j.failures + CASE WHEN o.kind IN ('error', 'dead') THEN 1 ELSE 0 END,
     interruptions = j.interruptions + CASE WHEN o.kind = 'released' THEN 1 ELSE 0 END,
+    stall_count = j.stall_count + CASE WHEN o.kind = 'stalled' THEN 1 ELSE 0 END,
     run_at = CASE
         WHEN o.kind = 'error' AND j.failures + 1 + j.stall_count < j.max_attempts
             THEN c.ts + o.retry_delay * interval '1 second'
@@ -229,12 +234,16 @@ SET status = CASE
     failure_reason = CASE
         WHEN o.kind = 'dead'
           OR (o.kind = 'error' AND j.failures + 1 + j.stall_count >= j.max_attempts)
+          OR (o.kind = 'stalled' AND (j.stall_count + 1 >= j.max_stalls
+                                      OR j.failures + j.stall_count + 1 >= j.max_attempts))
             THEN o.reason
         ELSE j.failure_reason
     END,
     finished_at = CASE
         WHEN o.kind IN ('done', 'cancelled', 'dead')
           OR (o.kind = 'error' AND j.failures + 1 + j.stall_count >= j.max_attempts)
+          OR (o.kind = 'stalled' AND (j.stall_count + 1 >= j.max_stalls
+                                      OR j.failures + j.stall_count + 1 >= j.max_attempts))
             THEN c.ts
         ELSE j.finished_at
     END,

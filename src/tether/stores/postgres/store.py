@@ -54,7 +54,7 @@ from tether.stores.urls import redact
 
 QUERIES = {**named.load("tether.stores.postgres", "queries.sql"),
            **named.load("tether.stores.postgres", "admin.sql")}
-_KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
+_KINDS = frozenset({"done", "error", "dead", "cancelled", "released", "stalled"})
 Row = tuple[Any, ...]
 
 
@@ -400,9 +400,12 @@ class PostgresStore:
 
 
 def _reason(outcome: Outcome) -> str | None:
-    """The failure reason recorded for an outcome; errors and dead-letters default to error."""
+    """The failure reason recorded for an outcome; errors and dead-letters default to error,
+    stalls to stalled."""
     if outcome.reason is None and outcome.kind in ("error", "dead"):
         return "error"
+    if outcome.reason is None and outcome.kind == "stalled":
+        return "stalled"
     return outcome.reason
 
 

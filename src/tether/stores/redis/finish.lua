@@ -4,7 +4,9 @@
 --   done / cancelled -> terminal; released -> pending with run_at unchanged (due at once
 --   and first in line again), interruptions + 1;
 --   error -> failures + 1, pending at now + retry_delay while failures + stall_count <
---   max_attempts, else failed; dead -> failures + 1 and failed at once.
+--   max_attempts, else failed; dead -> failures + 1 and failed at once;
+--   stalled -> stall_count + 1, pending with run_at unchanged while stall_count < max_stalls
+--   and failures + stall_count < max_attempts (the rule of reap.lua), else failed.
 -- ARGV: P, now|'', then per outcome 10 fields:
 --   id, attempt, owner, kind, has_result, result, has_error, error, reason|'', retry_delay
 -- Returns the 1-based positions of rejected outcomes.
@@ -23,6 +25,7 @@ for i = 3, #ARGV, 10 do
     local reason = ARGV[i + 8]
     if reason == '' then reason = nil end
     if (kind == 'error' or kind == 'dead') and not reason then reason = 'error' end
+    if kind == 'stalled' and not reason then reason = 'stalled' end
     if ARGV[i + 6] == '1' then add_error(id, attempt, ARGV[i + 7], reason, now_s) end
     unlock(id)
     if kind == 'done' then
@@ -36,6 +39,18 @@ for i = 3, #ARGV, 10 do
       move_idx(id, q, 'running', 'pending')
       add_pending(id, q, prio, tonumber(v[12]))
       woken[q] = true
+    elseif kind == 'stalled' then
+      local stalls = tonumber(v[7]) + 1
+      redis.call('HSET', k, 'stall_count', stalls)
+      if stalls < tonumber(v[9]) and tonumber(v[6]) + stalls < tonumber(v[8]) then
+        redis.call('HSET', k, 'status', 'pending')
+        move_idx(id, q, 'running', 'pending')
+        add_pending(id, q, prio, tonumber(v[12]))
+        woken[q] = true
+      else
+        redis.call('HSET', k, 'failure_reason', reason)
+        terminate(id, q, 'running', 'failed', now, now_s, ukey)
+      end
     else
       local failures = tonumber(v[6]) + 1
       redis.call('HSET', k, 'failures', failures)

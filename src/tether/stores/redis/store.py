@@ -79,7 +79,7 @@ _SCRIPTS = (
     "fenced_write", "prune", "leader_acquire", "leader_renew", "leader_release",
     "worker_register", "worker_unregister", "list_jobs", "counts",
 )  # fmt: skip
-_KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
+_KINDS = frozenset({"done", "error", "dead", "cancelled", "released", "stalled"})
 _CANCEL: dict[int, CancelResult] = {1: "cancelled", 2: "requested", 3: "finished"}
 
 

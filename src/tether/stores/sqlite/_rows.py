@@ -43,6 +43,8 @@ def outcome_rows(outcomes: Sequence[Outcome]) -> list[list[list[Any]]]:
         reason = o.reason
         if reason is None and o.kind in _FAILURE_KINDS:
             reason = "error"
+        elif reason is None and o.kind == "stalled":
+            reason = "stalled"
         row = [
             lease.job_id,
             lease.attempt,

@@ -103,8 +103,10 @@ UPDATE workers SET last_seen = :now WHERE id = :owner
 --   error     -> pending while failures + 1 + stall_count < max_attempts, else failed
 --   dead      -> failed;  done -> done;  cancelled -> cancelled
 --   released  -> pending, interruptions + 1 (neither a failure nor a stall)
--- Only a retried error moves run_at (now + retry_delay). A released job keeps its run_at: it
--- was due when claimed, so it is due at once and keeps its place in line.
+--   stalled   -> stall_count + 1; pending while stall_count + 1 < max_stalls and
+--                failures + stall_count + 1 < max_attempts (the reap rule), else failed
+-- Only a retried error moves run_at (now + retry_delay). A released or stalled job keeps its
+-- run_at: it was due when claimed, so it is due at once and keeps its place in line.
 -- SET expressions read the old row, so counters and the error record see pre-update values.
 -- Python guarantees one outcome per job id per execution, so a returned id names its outcome.
 -- The unary + on status terms keeps the planner on primary-key probes driven by the batch.
@@ -112,6 +114,7 @@ UPDATE jobs
 SET status = o.next_status,
     failures = jobs.failures + (o.kind IN ('error', 'dead')),
     interruptions = jobs.interruptions + (o.kind = 'released'),
+    stall_count = jobs.stall_count + (o.kind = 'stalled'),
     run_at = CASE WHEN o.kind = 'error' AND o.next_status = 'pending'
                   THEN :now + o.retry_delay ELSE jobs.run_at END,
     result = CASE o.kind WHEN 'done' THEN o.result ELSE jobs.result END,
@@ -135,6 +138,9 @@ FROM (
                WHEN 'dead' THEN 'failed'
                WHEN 'error' THEN CASE WHEN j.failures + 1 + j.stall_count < j.max_attempts
                                       THEN 'pending' ELSE 'failed' END
+               WHEN 'stalled' THEN CASE WHEN j.stall_count + 1 < j.max_stalls
+                                         AND j.failures + j.stall_count + 1 < j.max_attempts
+                                        THEN 'pending' ELSE 'failed' END
            END AS next_status
     FROM (
         SELECT json_extract(value, '$[0]') AS id,

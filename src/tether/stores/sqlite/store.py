@@ -273,7 +273,7 @@ class SQLiteStore(AdminMixin):
             position[job_id] = i + 1
             if (job_id, i) not in accepted:
                 rejected.append(o.lease)
-            elif o.kind in ("error", "released"):
+            elif o.kind in ("error", "released", "stalled"):
                 requeued = True
         if requeued:
             self.notify(())
