@@ -14,7 +14,7 @@ log = logging.getLogger("tether.events")
 
 EVENTS = frozenset({
     "claimed", "completed", "retrying", "failed", "stalled", "lease_lost", "cancelled",
-    "released", "leadership_acquired", "leadership_lost",
+    "released", "leadership_acquired", "leadership_lost", "child_exited",
 })
 
 

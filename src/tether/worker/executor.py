@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tether import payload
-from tether.context import bind, unbind
+from tether.context import JobContext, bind, unbind
 from tether.errors import (
     Fail,
     Interrupted,
@@ -136,24 +136,32 @@ class Executor:
     def outcome(
         self, entry: Running, task: Task, result: Any, exc: BaseException | None
     ) -> Outcome | None:
-        ctx, lease = entry.ctx, entry.ctx.lease
-        why = ctx.stop_reason
-        if exc is None:
-            return Outcome(lease, "done", result=payload.dumps(result, f"result of {task.name}"))
-        if isinstance(exc, (asyncio.CancelledError, Interrupted)):
-            if why == "JobCancelled" or isinstance(exc, JobCancelled):
-                return Outcome(lease, "cancelled", error="cancelled on request")
-            if why == "ShuttingDown" or isinstance(exc, ShuttingDown):
-                return Outcome(lease, "released")
-            if why == "LeaseInterrupted" or isinstance(exc, LeaseInterrupted):
-                return None  # nothing to write: the lease is gone, the fence would reject it
-            return Outcome(lease, "error", error=describe(exc), reason="error",
-                           retry_delay=task.options.retry.delay(ctx.job.failures + 1))
-        if isinstance(exc, Fail):
-            return Outcome(lease, "dead", error=describe(exc), reason="error")
-        delay = task.options.retry.delay(ctx.job.failures + 1)
-        if isinstance(exc, Retry) and exc.delay is not None:
-            delay = max(0.0, exc.delay)
-        if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt in a handler
-            log.error("job %s raised %s", ctx.id, type(exc).__name__)
-        return Outcome(lease, "error", error=describe(exc), reason="error", retry_delay=delay)
+        return decide(entry.ctx, task, result, exc)
+
+
+def decide(ctx: JobContext, task: Task, result: Any, exc: BaseException | None) -> Outcome | None:
+    """The outcome of an attempt whose handler returned ``result`` or raised ``exc``.
+
+    Shared by the thread executor and the process-pool child, so both pools end attempts alike.
+    """
+    lease = ctx.lease
+    why = ctx.stop_reason
+    if exc is None:
+        return Outcome(lease, "done", result=payload.dumps(result, f"result of {task.name}"))
+    if isinstance(exc, (asyncio.CancelledError, Interrupted)):
+        if why == "JobCancelled" or isinstance(exc, JobCancelled):
+            return Outcome(lease, "cancelled", error="cancelled on request")
+        if why == "ShuttingDown" or isinstance(exc, ShuttingDown):
+            return Outcome(lease, "released")
+        if why == "LeaseInterrupted" or isinstance(exc, LeaseInterrupted):
+            return None  # nothing to write: the lease is gone, the fence would reject it
+        return Outcome(lease, "error", error=describe(exc), reason="error",
+                       retry_delay=task.options.retry.delay(ctx.job.failures + 1))
+    if isinstance(exc, Fail):
+        return Outcome(lease, "dead", error=describe(exc), reason="error")
+    delay = task.options.retry.delay(ctx.job.failures + 1)
+    if isinstance(exc, Retry) and exc.delay is not None:
+        delay = max(0.0, exc.delay)
+    if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt in a handler
+        log.error("job %s raised %s", ctx.id, type(exc).__name__)
+    return Outcome(lease, "error", error=describe(exc), reason="error", retry_delay=delay)
