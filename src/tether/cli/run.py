@@ -3,39 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import socket
-import sys
 import uuid
 
-from tether.app import App
 from tether.config import make_settings
-from tether.errors import ConfigError
 from tether.events import Events
 from tether.maintenance.maintainer import Maintainer
 from tether.stores import open_store
+from tether.worker.appspec import load_app
 from tether.worker.shutdown import Shutdown
 
 log = logging.getLogger("tether.cli")
-
-
-def load_app(spec: str) -> App:
-    """Import ``module:attribute`` (the current directory is importable, like ``python -m``)."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"expected MODULE:APP (e.g. myproject.jobs:app), got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {module_name!r}: {exc}") from exc
-    app = getattr(module, attr, None)
-    if not isinstance(app, App):
-        raise ConfigError(f"{spec!r} is not a tether.App (got {type(app).__name__})")
-    return app
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -43,9 +23,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.url:
         app.url = args.url
     queues = [q for part in args.queues for q in part.split(",") if q] if args.queues else None
+    process = args.pool == "process"
     app.store.check_schema()
     return app.run_worker(concurrency=args.concurrency, queues=queues,
-                          maintenance=not args.no_maintenance)
+                          maintenance=not args.no_maintenance, pool=args.pool,
+                          app_spec=args.app if process else None,
+                          max_tasks_per_child=args.max_tasks_per_child,
+                          max_memory_per_child=args.max_memory_per_child)
 
 
 def cmd_reaper(args: argparse.Namespace) -> int:
