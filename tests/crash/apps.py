@@ -160,13 +160,15 @@ def _busy(seconds: float) -> None:
     path = spin_file(job.id, job.attempt)
     end = time.monotonic() + seconds
     next_write = 0.0
-    spins = 0
-    while (now := time.monotonic()) < end:
-        spins += 1
-        if now >= next_write:
-            with open(path, "a") as f:
-                f.write(f"{time.time()!r}\n")
-            next_write = now + 0.02
+    try:
+        while (now := time.monotonic()) < end:
+            if now >= next_write:
+                with open(path, "a") as f:
+                    f.write(f"{time.time()!r}\n")
+                next_write = now + 0.02
+    finally:  # a stopped child unwinds through here (SystemExit), knowing why
+        if job.cancelled:
+            _run("stopped", reason=job.stop_reason)
 
 
 @app.task(name="crash.spin", timeout=1, max_attempts=2, retry=FAST_RETRY)

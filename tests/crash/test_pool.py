@@ -65,6 +65,11 @@ def spin_times(cluster: Cluster, job_id: int, attempt: int) -> list[float]:
     return [float(line) for line in text.split("\n")[:-1]]
 
 
+def stopped_for(cluster: Cluster, job_id: int, attempt: int) -> list[str]:
+    """The stop reasons the handler saw in its ``finally`` (current_job().stop_reason)."""
+    return [r["reason"] for r in runs(cluster, job_id, attempt, "stopped")]
+
+
 def assert_dead_and_quiet(cluster: Cluster, job_id: int, attempt: int, pid: int,
                           exited_at: float) -> None:
     """The child is gone and its side-effect file stopped growing when it exited."""
@@ -105,6 +110,7 @@ def test_handler_past_its_timeout_is_killed_and_retried(
     assert not runs(cluster, job_id, 1, "end")
     if task == "crash.spin":
         assert spin_times(cluster, job_id, 1)[-1] >= deadline - 0.3, "it spun until stopped"
+        assert stopped_for(cluster, job_id, 1) == ["LeaseInterrupted"]
         assert_dead_and_quiet(cluster, job_id, 1, first["pid"], gone["t"])
     else:
         assert not Path(f"/proc/{first['pid']}").exists()
@@ -158,6 +164,7 @@ def test_cancelling_a_busy_job_kills_its_child(cluster: Cluster, store: Store) -
     # The worker learns of the cancel at its next heartbeat, then stops the child.
     assert gone["t"] - asked <= cluster.settings.heartbeat_every + STOP_BOUND + MARGIN
     assert_dead_and_quiet(cluster, job_id, 1, first["pid"], gone["t"])
+    assert stopped_for(cluster, job_id, 1) == ["JobCancelled"]
     assert (final.attempt, final.failures, final.stall_count) == (1, 0, 0)
     assert final.last_error == "cancelled on request"
     [after] = enqueue(store, "crash.pid")
@@ -216,6 +223,7 @@ def test_lease_taken_back_by_the_store_kills_the_child(cluster: Cluster, store: 
     assert gone["detail"]["why"] == "lease lost"
     assert gone["t"] - taken <= cluster.settings.heartbeat_every + STOP_BOUND + MARGIN
     assert_dead_and_quiet(cluster, job_id, 1, first["pid"], gone["t"])
+    assert stopped_for(cluster, job_id, 1) == ["LeaseInterrupted"]
     done = wait_for(lambda: all_in(store, [job_id], "done"), 15, "the re-run")[0]
     assert (done.attempt, done.stall_count, done.failures) == (2, 1, 0)
     assert result_of(done)["pid"] != first["pid"]
@@ -375,3 +383,4 @@ def test_sigterm_drains_children_and_the_second_hands_back_at_once(
     assert gone["detail"]["why"] == "worker shutting down"
     assert gone["t"] - forced <= STOP_BOUND + MARGIN
     assert_dead_and_quiet(cluster, busy, 1, spinning["pid"], gone["t"])
+    assert stopped_for(cluster, busy, 1) == ["ShuttingDown"]

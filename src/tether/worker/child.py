@@ -8,12 +8,15 @@ Invariants:
 * It runs only what its parent sends, one attempt at a time, and never touches the store: the
   parent owns the lease, so checkpoint and progress values go to the parent, which makes the
   fenced store call and replies accepted or rejected (``current_job()`` works unchanged).
-* It never outlives its parent: PR_SET_PDEATHSIG (Linux) and end of file on its pipe while an
-  attempt runs both end it, so a killed worker leaves no handler running unfenced.
+* It never outlives its parent: PR_SET_PDEATHSIG (Linux) kills it with its worker, so a killed
+  worker leaves no handler running unfenced; end of file on its pipe ends it between attempts.
 * Stopping it is the parent's decision, and the parent has already decided that attempt's
-  outcome: a ``stop`` message sets ``current_job().cancelled`` (and cancels an async handler),
-  the SIGTERM that follows raises SystemExit in the handler (``finally`` blocks run), and the
-  child exits without reporting anything; SIGKILL follows if it does not.
+  outcome: it sends a ``stop`` message (the reason) and SIGTERM; the SIGTERM handler reads the
+  reason, sets ``current_job().cancelled`` / ``stop_reason``, and raises SystemExit in the
+  handler (``finally`` blocks run); the child then dies of the SIGTERM without reporting
+  anything. SIGKILL follows if it does not.
+* One thread reads the pipe at a time: the main thread between attempts, the thread waiting
+  for a fenced write's reply during one. No reader thread: a job costs one wake-up here.
 * SIGINT is ignored: a terminal's Ctrl-C is the worker's to handle (it drains), and the child
   runs in its own session anyway.
 """
@@ -24,7 +27,6 @@ import asyncio
 import itertools
 import logging
 import os
-import queue
 import signal
 import sys
 import threading
@@ -58,15 +60,19 @@ PARENT_GONE = 70
 
 
 class ParentLink:
-    """What a JobContext in a child uses as its store: fenced writes, made by the parent."""
+    """What a JobContext in a child uses as its store: fenced writes, made by the parent.
+
+    The request goes up the pipe and the requesting thread reads the pipe itself until the
+    reply comes (the main thread runs the handler meanwhile, so nobody else is reading). A
+    ``stop`` arriving first marks the attempt stopped (its SIGTERM follows).
+    """
 
     kind = "process-pool child"
 
-    def __init__(self, writer: wire.Writer) -> None:
-        self._writer = writer
+    def __init__(self, loop: ChildLoop) -> None:
+        self._loop = loop
         self._seq = itertools.count(1)
-        self._replies: dict[int, wire.Header] = {}
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()  # one request at a time, also from a handler's threads
 
     def save_checkpoint(self, lease: Lease, checkpoint: str, *, now: float | None = None) -> bool:
         return self._write("checkpoint", lease, checkpoint)
@@ -82,79 +88,74 @@ class ParentLink:
         yield  # pragma: no cover
 
     def _write(self, what: str, lease: Lease, text: str) -> bool:
-        seq = next(self._seq)
-        self._writer.send({"op": "write", "seq": seq, "what": what, "job": lease.job_id,
-                           "attempt": lease.attempt}, [text])
-        with self._cond:
-            self._cond.wait_for(lambda: seq in self._replies)
-            reply = self._replies.pop(seq)
+        loop = self._loop
+        with self._lock:
+            seq = next(self._seq)
+            loop.writer.send({"op": "write", "seq": seq, "what": what, "job": lease.job_id,
+                              "attempt": lease.attempt}, [text])
+            while True:
+                loop.reading = True
+                try:
+                    msg = loop.reader.read()
+                finally:
+                    loop.reading = False
+                if msg is None:
+                    os._exit(PARENT_GONE)  # the parent is gone mid-attempt: never outlive it
+                reply = msg[0]
+                if reply["op"] == "stop":
+                    loop.stopping(str(reply.get("why")))
+                elif reply["op"] == "reply" and reply.get("seq") == seq:
+                    break
         if reply.get("error"):
             raise StoreError(f"{what} not stored: {reply['error']}")
         return bool(reply.get("ok"))
 
-    def deliver(self, reply: wire.Header) -> None:
-        with self._cond:
-            self._replies[int(reply["seq"])] = reply
-            self._cond.notify_all()
-
 
 class ChildLoop:
+    """The main thread: read a message, run the attempt it names, report, repeat."""
+
     def __init__(self, app: App, reader: wire.Reader, writer: wire.Writer) -> None:
         self.app = app
         self.reader = reader
         self.writer = writer
-        self.link = ParentLink(writer)
-        self.jobs: queue.SimpleQueue[wire.Message | None] = queue.SimpleQueue()
+        self.link = ParentLink(self)
         self.current: JobContext | None = None
-        self.busy = False
+        self.reading = False  # a thread is inside reader.read()
         self.terminating = False
-        self.stop_why: type[Interrupted] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.async_task: asyncio.Task[Any] | None = None
 
     def serve(self) -> int:
         signal.signal(signal.SIGTERM, self._on_term)
-        threading.Thread(target=self._read_loop, name="tether-child-reader", daemon=True).start()
         while True:
-            item = self.jobs.get()
-            if item is None:
-                return 0
-            self._run(*item)
-
-    # -- messages from the parent ------------------------------------------------------------
-    def _read_loop(self) -> None:
-        while True:
+            self.reading = True
             try:
                 msg = self.reader.read()
-            except (OSError, ValueError, wire.ProtocolError):
-                msg = None
+            finally:
+                self.reading = False
             if msg is None:
-                if self.busy:  # the parent is gone while a handler runs: never outlive it
-                    os._exit(PARENT_GONE)
-                self.jobs.put(None)
-                return
-            header = msg[0]
-            op = header["op"]
-            if op == "run":
-                self.busy = True
-                self.jobs.put(msg)
-            elif op == "reply":
-                self.link.deliver(header)
-            elif op == "stop":
-                self._stop(_WHY.get(str(header.get("why")), ShuttingDown))
+                return 0
+            if msg[0]["op"] == "run":
+                self._run(*msg)
+            # a stop or reply left over from an attempt that is over: nothing to do
 
-    def _stop(self, why: type[Interrupted]) -> None:
-        self.stop_why = why
-        ctx, task, loop = self.current, self.async_task, self.loop
+    def stopping(self, why: str) -> None:
+        ctx = self.current
         if ctx is not None:
-            ctx.interrupt(why)
-        if task is not None and loop is not None:
-            loop.call_soon_threadsafe(task.cancel)
+            ctx.interrupt(_WHY.get(why, ShuttingDown))
 
     def _on_term(self, signum: int, _frame: FrameType | None) -> NoReturn:
+        """The worker stopped this attempt: learn why (the ``stop`` message it sent first is
+        in the pipe, unless a thread is reading it right now), mark the attempt, and unwind the
+        handler with SystemExit so its ``finally`` blocks run; the process then exits."""
         self.terminating = True
-        if self.current is not None:
-            self.current.interrupt(self.stop_why or ShuttingDown)
+        if not self.reading:
+            try:
+                while (msg := self.reader.read_nowait()) is not None:
+                    if msg[0]["op"] == "stop":
+                        self.stopping(str(msg[0].get("why")))
+            except (OSError, ValueError, wire.ProtocolError):
+                pass
+        self.stopping("ShuttingDown")  # no-op when a reason was already set
         raise SystemExit(128 + signum)
 
     # -- running -----------------------------------------------------------------------------
@@ -184,21 +185,13 @@ class ChildLoop:
             finally:
                 unbind(token)
         self.current = None
-        self.busy = False
         self.writer.send(*wire.outcome_message(ctx.lease, outcome))
 
     def _run_async(self, coro: Coroutine[Any, Any, Any]) -> Any:
         if self.loop is None:
             self.loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self.loop)
-        task = self.loop.create_task(coro)
-        self.async_task = task
-        try:
-            if self.current is not None and self.current.cancelled:
-                task.cancel()
-            return self.loop.run_until_complete(task)
-        finally:
-            self.async_task = None
+        return self.loop.run_until_complete(coro)
 
 
 def _decide(ctx: JobContext, task: Any, result: Any, exc: BaseException | None) -> Outcome | None:

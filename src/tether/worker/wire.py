@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -51,37 +52,64 @@ def encode(header: Header, blobs: Sequence[str | None] = ()) -> bytes:
 
 
 class Reader:
-    """Reads messages from a pipe; used by one thread only."""
+    """Reads messages from a pipe: one ``os.read`` per burst, messages cut from a buffer."""
 
     def __init__(self, fd: int) -> None:
-        self._file = open(fd, "rb", buffering=65536)  # noqa: SIM115 - closed by close()
+        self.fd = fd
+        self._buf = bytearray()
+        self._closed = False
 
     def read(self) -> Message | None:
-        """The next message, or None at end of file."""
-        line = self._file.readline()
-        if not line:
+        """The next message (blocking), or None at end of file."""
+        while True:
+            msg = self._cut()
+            if msg is not None:
+                return msg
+            if not self._fill():
+                if self._buf:
+                    raise ProtocolError("truncated message")
+                return None
+
+    def read_nowait(self) -> Message | None:
+        """A message that has fully arrived, or None; never blocks."""
+        msg = self._cut()
+        while msg is None and select.select([self.fd], [], [], 0)[0] and self._fill():
+            msg = self._cut()
+        return msg
+
+    def _fill(self) -> bool:
+        data = os.read(self.fd, 65536)
+        self._buf += data
+        return bool(data)
+
+    def _cut(self) -> Message | None:
+        end = self._buf.find(b"\n")
+        if end < 0:
             return None
-        if not line.endswith(b"\n"):
-            raise ProtocolError("truncated header")
         try:
-            header = json.loads(line)
+            header = json.loads(self._buf[:end])
         except ValueError as exc:
             raise ProtocolError(f"bad header: {exc}") from None
         if not isinstance(header, dict) or not isinstance(header.get("op"), str):
             raise ProtocolError("header without op")
+        sizes = header.get("n", ())
+        if len(self._buf) < end + 1 + sum(n for n in sizes if n > 0):
+            return None
+        at = end + 1
         blobs: list[str | None] = []
-        for size in header.get("n", ()):
+        for size in sizes:
             if size < 0:
                 blobs.append(None)
-                continue
-            data = self._file.read(size)
-            if len(data) != size:
-                raise ProtocolError("truncated blob")
-            blobs.append(data.decode())
+            else:
+                blobs.append(self._buf[at:at + size].decode())
+                at += size
+        del self._buf[:at]
         return header, blobs
 
     def close(self) -> None:
-        self._file.close()
+        if not self._closed:
+            self._closed = True
+            os.close(self.fd)
 
 
 class Writer:
