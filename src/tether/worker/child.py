@@ -179,26 +179,30 @@ class ChildLoop:
             except BaseException as exc:  # the handler's failure is data, not our crash
                 if self.terminating:
                     raise
-                outcome = _decide(ctx, task, None, exc)
+                outcome = self._decide(ctx, task, None, exc)
             else:
-                outcome = _decide(ctx, task, result, None)
+                outcome = self._decide(ctx, task, result, None)
             finally:
                 unbind(token)
         self.current = None
+        if self.terminating:  # stopped (a handler that swallowed the SystemExit): report nothing
+            raise SystemExit(128 + signal.SIGTERM)
         self.writer.send(*wire.outcome_message(ctx.lease, outcome))
+
+    def _decide(self, ctx: JobContext, task: Any, result: Any,
+                exc: BaseException | None) -> Outcome | None:
+        try:
+            return decide(ctx, task, result, exc)
+        except BaseException as err:  # e.g. a result JSON cannot carry; never our own stop
+            if self.terminating:
+                raise
+            return decide(ctx, task, None, err)
 
     def _run_async(self, coro: Coroutine[Any, Any, Any]) -> Any:
         if self.loop is None:
             self.loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self.loop)
         return self.loop.run_until_complete(coro)
-
-
-def _decide(ctx: JobContext, task: Any, result: Any, exc: BaseException | None) -> Outcome | None:
-    try:
-        return decide(ctx, task, result, exc)
-    except BaseException as err:  # e.g. a result JSON cannot carry
-        return decide(ctx, task, None, err)
 
 
 def _die_with_parent(parent: int) -> None:
