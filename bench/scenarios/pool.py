@@ -115,8 +115,9 @@ def stop_trials(kind: str, cfg: Config) -> dict[str, tuple[list[float], list[flo
                     if trigger != "timeout":
                         time.sleep(random.uniform(0.0, app.settings.heartbeat_every))
                         at = time.time()
-                        if trigger == "lease":
-                            app.store.reap_expired(now=app.store.now() + 3600)
+                        if trigger == "lease":  # PostgreSQL skips a row a heartbeat locks
+                            while not app.store.reap_expired(now=app.store.now() + 3600):
+                                time.sleep(0.001)
                         else:
                             app.store.cancel(job_id)
                     learned, exited = probes.wait(job_id, 15.0)

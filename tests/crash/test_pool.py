@@ -66,6 +66,18 @@ def spin_times(cluster: Cluster, job_id: int, attempt: int) -> list[float]:
     return [float(line) for line in text.split("\n")[:-1]]
 
 
+def take_lease_back(store: Store, job_id: int) -> float:
+    """Reap with a ``now`` an hour ahead, as if the lease had expired, until the job's lease is
+    taken (PostgreSQL's reaper skips a row another transaction holds, e.g. a checkpoint write
+    in flight, as it should). Returns the wall time of the reap that took it."""
+    def reap() -> float | None:
+        at = time.time()
+        reaped = store.reap_expired(now=store.now() + 3600)
+        return at if [(r.job_id, r.attempt) for r in reaped] == [(job_id, 1)] else None
+
+    return wait_for(reap, 10, f"the reap to take job {job_id}'s lease back")
+
+
 def stopped_for(cluster: Cluster, job_id: int, attempt: int) -> list[str]:
     """The stop reasons the handler saw in its ``finally`` (current_job().stop_reason)."""
     return [r["reason"] for r in runs(cluster, job_id, attempt, "stopped")]
@@ -216,9 +228,7 @@ def test_lease_taken_back_by_the_store_kills_the_child(cluster: Cluster, store: 
     [job_id] = enqueue(store, "crash.spin_once", 60.0)
     first = started(cluster, job_id, 1)
     wait_for(lambda: spin_times(cluster, job_id, 1), 10, "the side effect to start")
-    taken = time.time()
-    reaped = store.reap_expired(now=store.now() + 3600)  # as if the lease had expired
-    assert [(r.job_id, r.attempt) for r in reaped] == [(job_id, 1)]
+    taken = take_lease_back(store, job_id)
 
     gone = exit_of(cluster, job_id, 1)
     assert gone["detail"]["why"] == "lease lost"
@@ -337,8 +347,7 @@ def test_checkpoint_and_progress_from_a_child_are_fenced(
                        and j, 20, "checkpoints from the child")
     assert running.progress is not None
     assert running.status == "running"
-    taken = time.time()
-    store.reap_expired(now=store.now() + 3600)
+    taken = take_lease_back(store, job_id)
     kept = get(store, job_id).checkpoint
     assert kept is not None
 
