@@ -1,11 +1,13 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
-from tests.servers import STORE_KINDS, isolated_url
+from tests.faults import FaultProxy
+from tests.servers import PG_DSN, REDIS_URL, STORE_KINDS, isolated_url, require_server
 from tether.stores import open_store
 from tether.stores.base import Store
 
@@ -45,3 +47,40 @@ def open_another(store_url: str) -> Iterator[object]:
     yield _open
     for s in opened:
         s.close()
+
+
+@pytest.fixture
+def fault_proxy() -> Iterator[Callable[[str], FaultProxy]]:
+    """``fault_proxy("postgres" | "redis")``: a loopback proxy in front of that real server
+    (see tests/faults.py); stopped after the test."""
+    made: list[FaultProxy] = []
+
+    def _make(kind: str) -> FaultProxy:
+        require_server(kind)
+        target = urlsplit(PG_DSN if kind == "postgres" else REDIS_URL)
+        proxy = FaultProxy(target.hostname or "127.0.0.1", target.port or 0)
+        made.append(proxy)
+        return proxy
+
+    yield _make
+    for proxy in made:
+        proxy.stop()
+
+
+#: Strings that have broken stores and workers: NUL, lone surrogates (what ``os.fsdecode``
+#: makes of a non-UTF-8 file name), emoji (4-byte UTF-8), and very long text.
+POISON = {
+    "nul": "before\x00after",
+    "surrogate": "file-" + __import__("os").fsdecode(b"\xff\xfe") + ".txt",
+    "high_surrogate": "x\ud800y",
+    "emoji": "done \U0001f680\U0001f44d",
+    "long": "é" * 100_000,
+    "mixed": "\x00\udcff\U0001f680" + "z" * 5000,
+}
+
+
+@pytest.fixture(params=sorted(POISON))
+def poison(request: pytest.FixtureRequest) -> str:
+    """Each poison string in turn."""
+    value: str = POISON[request.param]
+    return value

@@ -19,6 +19,7 @@ from tether.errors import (
     SchemaError,
     ShuttingDown,
     StoreError,
+    StoreGone,
     StoreUnavailable,
     TetherError,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "SchemaError",
     "ShuttingDown",
     "StoreError",
+    "StoreGone",
     "StoreUnavailable",
     "Task",
     "TetherError",

@@ -38,6 +38,11 @@ class Settings:
     retention_done: float = 86_400.0
     retention_failed: float = 7 * 86_400.0
     retention_cancelled: float = 7 * 86_400.0
+    # A job of a task no worker knows is handed back (a rolling deploy may bring a worker that
+    # knows it) until this long after the first worker said it did not know it; then it is
+    # dead-lettered with reason unknown_task. 0 dead-letters at once.
+    unknown_task_timeout: float = 3_600.0
+    log_format: str | None = None  # "text" or "json"; default $TETHER_LOG_FORMAT, else text
 
     @property
     def heartbeat_every(self) -> float:
@@ -62,7 +67,8 @@ class Settings:
         return self.lease_ttl + self.stall_grace + 2.0
 
 
-_NON_NEGATIVE = ("stall_grace", "reaper_interval", "shutdown_timeout", "prune_interval")
+_NON_NEGATIVE = ("stall_grace", "reaper_interval", "shutdown_timeout", "prune_interval",
+                 "unknown_task_timeout")
 _POSITIVE = ("lease_ttl", "poll_interval", "retention_done", "retention_failed",
              "retention_cancelled")
 _OPTIONAL_POSITIVE = ("heartbeat_interval", "leader_ttl", "leader_retry")
@@ -96,6 +102,8 @@ def make_settings(**options: Any) -> Settings:
         raise ConfigError(f"claim_batch must be an integer >= 1, got {batch!r}")
     if "election" in options and not isinstance(options["election"], bool):
         raise ConfigError(f"election must be True or False, got {options['election']!r}")
+    if options.get("log_format") not in (None, "text", "json"):
+        raise ConfigError(f"log_format must be 'text' or 'json', got {options['log_format']!r}")
     settings = replace(Settings(), **options)
     if settings.heartbeat_every >= settings.lease_ttl:
         raise ConfigError(

@@ -7,6 +7,8 @@ The tree::
     ├── JobNotFound            no job has that id
     ├── StoreError             the store failed
     │   ├── StoreUnavailable   transient: connection refused/dropped, locked; safe to retry
+    │   ├── StoreGone          the store's data is gone under us (SQLite file deleted or
+    │   │                      replaced): a worker must stop, not carry on against nothing
     │   └── SchemaError        schema missing, or newer than this tether knows
     ├── LeaseLost              a fenced write was rejected: this worker no longer holds the job
     └── Interrupted            raised inside a handler by ``check_cancelled()``
@@ -41,6 +43,11 @@ class StoreError(TetherError):
 
 class StoreUnavailable(StoreError):
     """Transient trouble reaching the store; callers may retry with backoff."""
+
+
+class StoreGone(StoreError):
+    """The data this process was working on is gone (e.g. the SQLite file was deleted or
+    replaced under it). Retrying cannot help and carrying on would run jobs nobody sees."""
 
 
 class SchemaError(StoreError):

@@ -1,4 +1,23 @@
-"""Plain-callback events. A failing callback is logged and never reaches the worker."""
+"""Plain-callback events. A failing callback is logged and never reaches the worker.
+
+What each event's ``detail`` carries (logs, metrics and tracing subscribe to these, so the
+worker's threads never format or count anything themselves):
+
+* ``claimed``: ``task``, ``queue``.
+* ``completed``, ``retrying``, ``failed``, ``cancelled``, ``released`` (an outcome written by
+  the completer): ``task``, ``queue``, ``kind`` (the outcome), ``reason``, ``delay`` (the
+  retry delay, seconds) and ``error`` (first line, then the traceback) when there is one.
+* ``lease_lost``: ``task``, ``queue`` and ``why`` (heartbeat) or ``rejected`` (the outcome
+  kind the store refused).
+* ``stalled`` (the reaper): ``status`` (pending or failed), ``stall_count``. From the
+  completer (a process-pool child died running the attempt, and the job is due again): the
+  outcome fields above with ``kind`` ``stalled``; a stall that dead-letters is ``failed``.
+* Outcome events of a process-pool worker also carry ``child`` (the pid that ran the attempt).
+* ``child_exited`` (process pool): ``child`` (pid), ``status`` (exit code or signal), ``why``,
+  ``jobs`` (attempts it ran); with the job id and attempt when it died running one.
+* ``heartbeat``: ``rtt`` (seconds, the round trip of one batched renewal), ``leases``.
+* ``leadership_acquired`` / ``leadership_lost``: ``name``, ``term`` (and ``why`` when lost).
+"""
 
 from __future__ import annotations
 
@@ -14,7 +33,7 @@ log = logging.getLogger("tether.events")
 
 EVENTS = frozenset({
     "claimed", "completed", "retrying", "failed", "stalled", "lease_lost", "cancelled",
-    "released", "leadership_acquired", "leadership_lost", "child_exited",
+    "released", "leadership_acquired", "leadership_lost", "heartbeat", "child_exited",
 })
 
 
@@ -34,6 +53,9 @@ class Events:
     def __init__(self) -> None:
         self._subscribers: dict[str, list[Callback]] = {}
         self._lock = threading.Lock()
+        from tether.logs import JobLog
+
+        JobLog(self)  # every worker logs its jobs, however it was started (see tether.logs)
 
     def on(self, name: str, callback: Callback) -> Callback:
         if name not in EVENTS:

@@ -8,18 +8,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tether.limits import check_json_text
+
 _encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def dumps(value: Any, what: str = "value") -> str:
     """Encode, turning every way JSON can refuse into one clear TypeError."""
     try:
-        return _encoder.encode(value)
+        text = _encoder.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(
             f"{what} must be JSON-serializable (str, int, float, bool, None, list, dict with str "
             f"keys): {exc}"
         ) from None
+    return check_json_text(text, what)
 
 
 def loads(text: str | None) -> Any:
@@ -33,12 +36,35 @@ def encode_call(args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], task:
 
 
 def decode_call(payload: str) -> tuple[list[Any], dict[str, Any]]:
+    """``[args, kwargs]``, or ``[args, kwargs, meta]`` where ``meta`` is tether's own envelope
+    (e.g. the trace context, see tether.tracing): it never reaches the handler."""
     value = json.loads(payload)
     if (
         not isinstance(value, list)
-        or len(value) != 2
+        or len(value) not in (2, 3)
         or not isinstance(value[0], list)
         or not isinstance(value[1], dict)
+        or (len(value) == 3 and not isinstance(value[2], dict))
     ):
         raise ValueError("payload is not [args, kwargs]")
     return value[0], value[1]
+
+
+def meta(payload: str) -> dict[str, Any]:
+    """The envelope of a payload (``{}`` when it has none)."""
+    value = json.loads(payload)
+    if isinstance(value, list) and len(value) == 3 and isinstance(value[2], dict):
+        found: dict[str, Any] = value[2]
+        return found
+    return {}
+
+
+def with_meta(payload: str, **entries: Any) -> str:
+    """The payload with ``entries`` merged into its envelope; args and kwargs untouched.
+
+    Why an envelope and not a kwarg or a new store column: the handler's arguments stay exactly
+    what the producer passed, and every store carries it already (payloads are opaque text).
+    """
+    value = json.loads(payload)
+    envelope = {**(value[2] if len(value) == 3 else {}), **entries}
+    return dumps([value[0], value[1], envelope], "payload")

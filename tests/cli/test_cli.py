@@ -39,8 +39,12 @@ def test_enqueue_jobs_job_stats(url: str, capsys: pytest.CaptureFixture[str]) ->
     code, out, _ = run(capsys, "jobs", "--url", url)
     assert code == 0 and "mail.send" in out and "pending" in out and "ID" in out
     code, out, _ = run(capsys, "jobs", "--url", url, "--json", "--limit", "1")
+    data = json.loads(out)  # newest first
+    assert [j["id"] for j in data] == [job_id + 1] and data[0]["kwargs"] == {"to": "x"}
+    code, out, _ = run(capsys, "jobs", "--url", url, "--json", "--before", str(job_id + 1))
     data = json.loads(out)
-    assert [j["id"] for j in data] == [job_id] and data[0]["payload"] == [["a@b.c"], {}]
+    assert [j["id"] for j in data] == [job_id] and data[0]["args"] == ["a@b.c"]
+    assert data[0]["created_at"].endswith("+00:00")
     code, out, _ = run(capsys, "jobs", "--url", url, "--json", "--after", str(job_id))
     assert [j["id"] for j in json.loads(out)] == [job_id + 1]
     code, out, _ = run(capsys, "job", str(job_id), "--url", url)
@@ -67,7 +71,7 @@ def test_dlq_list_and_retry(url: str, capsys: pytest.CaptureFixture[str]) -> Non
         assert code == 0 and "retried 1" in out
         assert store.get_job(ids[0]).status == "pending"  # type: ignore[union-attr]
         code, out, _ = run(capsys, "dlq", "retry", "--all", "--url", url, "--json")
-        assert json.loads(out) == {"retried": 2}
+        assert json.loads(out) == {"retried": 2, "conflicts": [], "missing": []}
         code, _, err = run(capsys, "dlq", "retry", "--url", url)
         assert code == 2 and "--all" in err
     finally:
@@ -77,7 +81,8 @@ def test_dlq_list_and_retry(url: str, capsys: pytest.CaptureFixture[str]) -> Non
 def test_bad_input_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{tmp_path / 'x.db'}"
     code, _, err = run(capsys, "job", "999", "--url", url)
-    assert code == 3 and "schema" in err.lower() and len(err.strip().splitlines()) == 1
+    assert code == 3 and "no SQLite store" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.db").exists()  # a read command creates nothing
     run(capsys, "migrate", "--url", url)
     code, _, err = run(capsys, "job", "999", "--url", url)
     assert code == 4 and err.strip() == "tether: no job with id 999"

@@ -79,12 +79,17 @@ def errors_of(job: Job) -> list[dict[str, Any]]:
     return records
 
 
-def stale(lease: Lease, *, attempt: int | None = None, owner: str | None = None) -> Lease:
-    """A lease like ``lease`` but with another attempt and/or owner."""
+def stale(
+    lease: Lease, *, attempt: int | None = None, owner: str | None = None,
+    token: str | None = None,
+) -> Lease:
+    """A lease like ``lease`` but with another attempt, owner and/or token (the others kept,
+    so each part of the fence is tested on its own)."""
     return Lease(
         lease.job_id,
         lease.attempt if attempt is None else attempt,
         lease.owner if owner is None else owner,
+        lease.token if token is None else token,
     )
 
 

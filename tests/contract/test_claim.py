@@ -152,20 +152,18 @@ def test_expired_lease_is_not_claimable_until_reaped(store: Store, t0: float) ->
     assert (again.id, again.attempt, again.locked_by) == (job_id, 2, "w2")
 
 
-def test_claim_clears_a_stale_cancel_request(store: Store, t0: float) -> None:
-    # base.py: claimed rows get cancel_requested = false. A request made during attempt 1
-    # (which then stalled and was reaped back to pending) does not carry into attempt 2.
+def test_a_cancel_request_during_an_attempt_ends_the_job_not_the_next_attempt(
+    store: Store, t0: float
+) -> None:
+    # A request made during attempt 1 sticks (base.py): when attempt 1 stalls and is reaped,
+    # the job ends cancelled instead of being claimed again with the request forgotten.
+    # (A dead-letter retry clears the request: tests/contract/test_rules.py.)
     job_id = enqueue_one(store, t0, queue="c")
     assert [j.id for j in store.claim("w1", ["c"], 1, 10, now=t0)] == [job_id]
     assert store.cancel(job_id, now=t0 + 1) == "requested"
     assert [r.job_id for r in store.reap_expired(now=t0 + 20)] == [job_id]
-    (second,) = store.claim("w2", ["c"], 1, 10, now=t0 + 21)
-    assert second.attempt == 2
-    assert second.cancel_requested is False
-    assert must_get(store, job_id).cancel_requested is False
-    hb = store.heartbeat("w2", [second.lease], 10, now=t0 + 22)
-    assert hb.cancel_requested == frozenset()
-    assert hb.lost == frozenset()
+    assert store.claim("w2", ["c"], 1, 10, now=t0 + 21) == []
+    assert must_get(store, job_id).status == "cancelled"
 
 
 @pytest.mark.parametrize("connections", ["own", "shared"])

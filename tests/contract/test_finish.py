@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.contract.helpers import (
     at,
     claim_one,
@@ -199,11 +201,15 @@ def test_outcome_for_a_job_no_longer_running_is_rejected(store: Store, t0: float
     job = running_job(store, t0)
     assert store.finish([Outcome(job.lease, "done", result="1")], now=t0 + 1) == []
     before = must_get(store, job.id)
-    late_kinds: tuple[OutcomeKind, ...] = ("done", "error", "released", "cancelled", "stalled")
+    late_kinds: tuple[OutcomeKind, ...] = ("error", "released", "cancelled", "stalled")
     for kind in late_kinds:
         out = Outcome(job.lease, kind, result="2", error="late", reason="error")
         assert store.finish([out], now=t0 + 2) == [job.lease]
         assert must_get(store, job.id) == before
+    # The holder's own "done" again is a replay of what landed (test_replay.py): reported as
+    # accepted, and it changes nothing either.
+    assert store.finish([Outcome(job.lease, "done", result="1")], now=t0 + 3) == []
+    assert must_get(store, job.id) == before
 
 
 def test_mixed_finish_batch(store: Store, t0: float) -> None:
@@ -226,7 +232,8 @@ def test_self_zombie_is_fenced_by_attempt(store: Store, t0: float) -> None:
     (reaped,) = store.reap_expired(now=t0 + 20)
     assert (reaped.job_id, reaped.attempt, reaped.owner) == (job.id, 1, "W")
     second = claim_one(store, "W", job.queue, t0 + 21, ttl=10).lease
-    assert second == stale(first, attempt=2)
+    assert (second.job_id, second.attempt, second.owner) == (job.id, 2, "W")
+    assert second.token != first.token, "every claim draws a new token"
     before = must_get(store, job.id)
 
     assert store.finish([Outcome(first, "done", result='"zombie"')], now=t0 + 22) == [first]
@@ -275,7 +282,8 @@ def test_stalled_retries_at_once_by_the_stall_rule(store: Store, t0: float) -> N
     assert after.lease_until is None
     assert after.last_error == "child 42 killed by signal SIGSEGV"
     (record,) = errors_of(after)
-    assert (record["attempt"], record["reason"]) == (1, "stalled")
+    assert set(record) == {"attempt", "error", "reason", "at", "owner"}
+    assert (record["attempt"], record["reason"], record["owner"]) == (1, "stalled", "w1")
     assert record["error"] == "child 42 killed by signal SIGSEGV"
     assert record["at"] == at(t0 + 7)
     again = claim_one(store, "w2", job.queue, t0 + 7)
@@ -341,3 +349,37 @@ def test_stalled_without_error_text_and_in_a_mixed_batch(store: Store, t0: float
     assert errors_of(after) == []
     assert must_get(store, fine.id).status == "done"
     assert must_get(store, other.id).status == "running"
+
+
+def test_stalled_with_a_cancel_request_ends_cancelled(store: Store, t0: float) -> None:
+    # The cancel request sticks through a stalled outcome exactly as through a reap.
+    job = running_job(store, t0, max_attempts=5, max_stalls=3)
+    assert store.cancel(job.id, now=t0 + 1) == "requested"
+    out = Outcome(job.lease, "stalled", error="child 42 exited with code 1")
+    assert store.finish([out], now=t0 + 2) == []
+    after = must_get(store, job.id)
+    assert after.status == "cancelled", "the request was lost: the job would run again"
+    assert (after.stall_count, after.failures) == (1, 0)
+    assert after.failure_reason is None
+    assert after.finished_at == at(t0 + 2)
+    assert after.locked_by is None and after.lease_until is None
+    assert after.last_error == "child 42 exited with code 1"
+    assert [(r["reason"], r["owner"]) for r in errors_of(after)] == [("stalled", "w1")]
+    assert store.claim("w2", [job.queue], 1, 30, now=t0 + 100) == []
+
+
+@pytest.mark.parametrize("max_stalls", [3, 1], ids=["retried", "dead-lettered"])
+def test_a_replayed_stalled_outcome_is_accepted_and_counts_once(
+    store: Store, t0: float, max_stalls: int
+) -> None:
+    job = running_job(store, t0, max_attempts=5, max_stalls=max_stalls)
+    out = Outcome(job.lease, "stalled", error="child 42 killed by signal SIGKILL")
+    assert store.finish([out], now=t0 + 1) == []
+    before = must_get(store, job.id)
+    assert before.status == ("pending" if max_stalls > 1 else "failed")
+    assert store.finish([out], now=t0 + 2) == [], "our own applied outcome, replayed"
+    assert must_get(store, job.id) == before
+    # A different late outcome of the same claim is still rejected.
+    late = Outcome(job.lease, "done", result="1")
+    assert store.finish([late], now=t0 + 3) == [job.lease]
+    assert must_get(store, job.id) == before

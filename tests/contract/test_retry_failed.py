@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.contract.helpers import at, claim_one, enqueue_one, must_get, running_job
-from tether.stores.base import Job, Outcome, Store
+from tether.stores.base import Job, Outcome, RetryResult, Store
 
 
 def _failed(store: Store, now: float, ttl: float = 10, **fields: object) -> Job:
@@ -29,7 +29,7 @@ def test_retry_failed_job(store: Store, t0: float) -> None:
         2,
     )
 
-    assert store.retry_failed([job.id], now=t0 + 100) == 1
+    assert store.retry_failed([job.id], now=t0 + 100) == RetryResult(1)
     after = must_get(store, job.id)
     assert after.status == "pending"
     assert after.run_at == at(t0 + 100)
@@ -50,14 +50,14 @@ def test_retry_failed_ignores_jobs_that_are_not_failed(store: Store, t0: float) 
     store.finish([Outcome(done.lease, "done", result="1")], now=t0 + 1)
     ids = [pending, running.id, done.id]
     before = [must_get(store, i) for i in ids]
-    assert store.retry_failed(ids, now=t0 + 2) == 0
+    assert store.retry_failed(ids, now=t0 + 2) == RetryResult(0)
     assert [must_get(store, i) for i in ids] == before
 
 
 def test_retry_failed_only_the_given_ids(store: Store, t0: float) -> None:
     a = _failed(store, t0)
     b = _failed(store, t0)
-    assert store.retry_failed([a.id], now=t0 + 5) == 1
+    assert store.retry_failed([a.id], now=t0 + 5) == RetryResult(1)
     assert must_get(store, a.id).status == "pending"
     assert must_get(store, b.id) == b
 
@@ -66,9 +66,9 @@ def test_retry_failed_none_means_all(store: Store, t0: float) -> None:
     failed = [_failed(store, t0) for _ in range(3)]
     other = enqueue_one(store, t0)
     other_before = must_get(store, other)
-    assert store.retry_failed(None, now=t0 + 5) == 3
+    assert store.retry_failed(None, now=t0 + 5) == RetryResult(3)
     for job in failed:
         after = must_get(store, job.id)
         assert (after.status, after.failures, after.failure_reason) == ("pending", 0, None)
     assert must_get(store, other) == other_before
-    assert store.retry_failed(None, now=t0 + 6) == 0
+    assert store.retry_failed(None, now=t0 + 6) == RetryResult(0)

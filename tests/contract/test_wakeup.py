@@ -100,3 +100,20 @@ def test_reap_wakes_a_waiter_on_another_connection(
     woken, elapsed = _wake_with(waiter, reap_one)
     assert woken is True
     assert elapsed < WAIT / 2
+
+
+def test_a_wake_up_between_an_empty_claim_and_the_wait_is_not_lost(
+    store: Store, open_another: Callable[[], Store]
+) -> None:
+    """The fetcher's loop is: claim (nothing due), then wait. A job enqueued while the empty
+    claim's reply is on its way back must end the following wait at once, not after the
+    whole poll interval (issue #8, H: Redis lost it, SQLite and PostgreSQL did not)."""
+    producer = open_another()
+    store.wait_for_jobs(["default"], 0.05)  # the waiter's listener is up
+    assert store.claim("w1", ["default"], 1, 30.0) == []
+    producer.enqueue([NewJob("t")])
+    time.sleep(0.3)  # the wake-up was delivered before the wait below begins
+    started = time.monotonic()
+    woken = store.wait_for_jobs(["default"], WAIT)
+    assert woken is True, "the wake-up that came between the claim and the wait was lost"
+    assert time.monotonic() - started < WAIT / 2

@@ -4,7 +4,9 @@ Configuration comes from the environment the test gives each worker:
 
 * ``TETHER_URL``: the test's isolated store;
 * ``TETHER_TEST_DIR``: where the records below go (one file per worker pid, JSON lines);
-* ``TETHER_TEST_LEASE_TTL`` (default 2.0) and ``TETHER_TEST_SHUTDOWN_TIMEOUT`` (default 10).
+* ``TETHER_TEST_LEASE_TTL`` (default 2.0) and ``TETHER_TEST_SHUTDOWN_TIMEOUT`` (default 10);
+* ``TETHER_TEST_REAPER_INTERVAL`` (default 5; 0: no reaper in workers) and
+  ``TETHER_TEST_RETENTION_FAILED`` (default 7 days), for the maintenance tests.
 
 Records, so a test can prove what happened inside a worker it signalled:
 
@@ -31,6 +33,7 @@ import signal
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import tether
 from tether.events import Event
@@ -39,6 +42,8 @@ app = tether.App(
     lease_ttl=float(os.environ.get("TETHER_TEST_LEASE_TTL", "2.0")),
     shutdown_timeout=float(os.environ.get("TETHER_TEST_SHUTDOWN_TIMEOUT", "10")),
     poll_interval=0.2,
+    reaper_interval=float(os.environ.get("TETHER_TEST_REAPER_INTERVAL", "5")),
+    retention_failed=float(os.environ.get("TETHER_TEST_RETENTION_FAILED", str(7 * 86400))),
 )
 
 FAST_RETRY = tether.Backoff(base=0.2, factor=1.0, max=0.2, jitter=0.0)
@@ -141,8 +146,11 @@ def ledger(seconds: float = 0.1) -> None:
     mid-handler leaves an open transaction that must roll back."""
     _run("start")
     job = tether.current_job()
+    # The ledger lives in the test's schema, which is not on the connection's search_path
+    # (tether names its own schema in its statements and leaves the user's path alone).
+    schema = parse_qs(urlsplit(os.environ["TETHER_URL"]).query)["schema"][0]
     with job.transaction() as conn:
-        conn.execute("INSERT INTO ledger (job_id, attempt, pid) VALUES (%s, %s, %s)",
+        conn.execute(f'INSERT INTO "{schema}".ledger (job_id, attempt, pid) VALUES (%s, %s, %s)',
                      (job.id, job.attempt, os.getpid()))
         time.sleep(seconds)
     _run("end")

@@ -137,10 +137,19 @@ class Cluster:
         self.settings: Settings = make_settings(lease_ttl=lease_ttl)
         self.workers: list[Worker] = []
 
-    def spawn(self, concurrency: int = 2, *extra: str) -> Worker:
+    def spawn(self, concurrency: int = 2, *extra: str, env: dict[str, str] | None = None
+              ) -> Worker:
+        """A ``tether worker`` process; ``env`` adds variables (``TETHER_TEST_*`` settings)."""
+        return self._start(["worker", APP, "-c", str(concurrency), *extra], env)
+
+    def spawn_reaper(self, *args: str, env: dict[str, str] | None = None) -> Worker:
+        """A ``tether reaper`` process (``args``: e.g. ``APP``, or ``--url URL``)."""
+        return self._start(["reaper", *args], env)
+
+    def _start(self, argv: list[str], env: dict[str, str] | None) -> Worker:
         name = f"w{len(self.workers)}"
         log = self.folder / f"{name}.log"
-        env = dict(
+        full_env = dict(
             os.environ,
             TETHER_URL=self.url,
             TETHER_TEST_DIR=str(self.folder),
@@ -148,12 +157,12 @@ class Cluster:
             TETHER_TEST_SHUTDOWN_TIMEOUT=str(self.shutdown_timeout),
             TETHER_LOG_LEVEL="INFO",
             PYTHONUNBUFFERED="1",
+            **(env or {}),
         )
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tether.cli.main", "worker", APP, "-c", str(concurrency),
-                 *extra],
-                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
+                [sys.executable, "-m", "tether.cli.main", *argv],
+                cwd=REPO, env=full_env, stdout=out, stderr=subprocess.STDOUT,
             )
         worker = Worker(proc, log, name)
         self.workers.append(worker)

@@ -202,6 +202,8 @@ def test_second_sigterm_hands_the_lease_back_at_once(
     second_mono = time.monotonic()
     assert worker.proc.wait(10) == 0
     assert time.monotonic() - second_mono < 3.0, "the second SIGTERM must stop it promptly"
+    assert worker.logged("handed back 1 lease(s)"), worker.log_text()
+    assert not worker.logged("could not hand back"), worker.log_text()
 
     job = get(store, job_id)
     assert job.status == "pending"
@@ -276,11 +278,12 @@ def test_cancel_a_running_job(cluster: Cluster, store: Store, store_url: str) ->
 
 
 def _leader(cluster: Cluster, pids: set[int]) -> tuple[int, float] | None:
-    """(pid, acquired wall time) of the current maintenance leader among ``pids``, from the
-    leadership events the workers recorded; None while nobody (or more than one) holds it."""
+    """(pid, acquired wall time) of the current reaper leader (election ``maintenance``)
+    among ``pids``, from the leadership events the workers recorded; None while nobody (or
+    more than one) holds it. (Pruning has its own election, ``maintenance:prune``.)"""
     holding: dict[int, float] = {}
     for r in cluster.records("events"):
-        if r["pid"] not in pids:
+        if r["pid"] not in pids or r["detail"].get("name") != "maintenance":
             continue
         if r["event"] == "leadership_acquired":
             holding[r["pid"]] = r["t"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,3 +47,18 @@ def admin() -> Iterator[psycopg.Connection[Any]]:
     """A plain autocommit connection for inspecting and poking the server."""
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
         yield conn
+
+
+@pytest.fixture
+def scratch_db() -> Iterator[str]:
+    """A database of its own (created and dropped here), for tests that change database-wide
+    settings (a read-only node) or need the default ``public`` schema to themselves. Yields
+    its URL (without tether's ``schema`` parameter)."""
+    name = "tether_" + uuid.uuid4().hex[:12]
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield PG_DSN.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -19,7 +19,7 @@ import pytest
 
 from tests.servers import isolated_url
 from tether.stores.base import Lease, NewJob
-from tether.stores.postgres.store import QUERIES, PostgresStore
+from tether.stores.postgres.store import PostgresStore
 
 BULK = 1_000_000
 _PARAM = re.compile(r"%\((\w+)\)s")
@@ -74,7 +74,7 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 def _explain_custom(bulk: Bulk, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     with bulk.conn.transaction(force_rollback=True):
         row = bulk.conn.execute(
-            b"EXPLAIN (FORMAT JSON) " + QUERIES[name].encode(), params
+            b"EXPLAIN (FORMAT JSON) " + bulk.store.queries[name].encode(), params
         ).fetchone()
     assert row is not None
     return list(_nodes(row[0][0]["Plan"]))
@@ -82,10 +82,11 @@ def _explain_custom(bulk: Bulk, name: str, params: dict[str, Any]) -> list[dict[
 
 def _explain_generic(bulk: Bulk, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
     order: list[str] = []
-    for key in _PARAM.findall(QUERIES[name]):
+    for key in _PARAM.findall(bulk.store.queries[name]):
         if key not in order:
             order.append(key)
-    text = _PARAM.sub(lambda m: f"${order.index(m.group(1)) + 1}", QUERIES[name])
+    text = _PARAM.sub(lambda m: f"${order.index(m.group(1)) + 1}",
+                      bulk.store.queries[name])
     conn = bulk.conn
     # A client-side cursor inlines the values as literals, which EXECUTE coerces to the
     # parameter types PREPARE inferred (server-side parameters of EXPLAIN stay untyped).
@@ -124,25 +125,36 @@ def _params(bulk: Bulk, name: str) -> dict[str, Any]:
     return (
         base
         | {
-            "claim": {"queue": "default", "limit": 100, "owner": "w2", "ttl": 30.0},
+            "claim": {"queue": "default", "limit": 100, "owner": "w2", "ttl": 30.0,
+                      "nonce": "n" * 32},
             "claim_queues": {
                 "queues": ["default", "other"],
                 "limit": 100,
                 "owner": "w2",
                 "ttl": 30.0,
+                "nonce": "n" * 32,
             },
             "heartbeat": {
                 "worker": "w1",
                 "ids": [lease.job_id for lease in leases],
                 "attempts": [lease.attempt for lease in leases],
                 "owners": [lease.owner for lease in leases],
+                "tokens": [lease.token for lease in leases],
                 "ttl": 30.0,
             },
             "finish": {
                 "batch": json.dumps([
                     {"id": lease.job_id, "attempt": lease.attempt, "owner": lease.owner,
-                     "kind": "done", "result": "1", "error": None, "reason": None,
-                     "retry_delay": 0.0}
+                     "token": lease.token, "kind": "done", "result": "1", "error": None,
+                     "reason": "done", "retry_delay": 0.0, "digest": "d"}
+                    for lease in leases
+                ]),
+                "ids": "{" + ",".join(str(lease.job_id) for lease in leases) + "}",
+            },
+            "finish_replays": {
+                "batch": json.dumps([
+                    {"id": lease.job_id, "attempt": lease.attempt, "owner": lease.owner,
+                     "token": lease.token, "digest": "d"}
                     for lease in leases
                 ]),
                 "ids": "{" + ",".join(str(lease.job_id) for lease in leases) + "}",
@@ -162,6 +174,7 @@ CASES = [
     ("claim_queues", {"jobs_claim_idx"}),
     ("heartbeat", FENCED),
     ("finish", FENCED),
+    ("finish_replays", FENCED),
     ("reap_expired", {"jobs_reap_idx"}),
     ("next_lease_expiry", {"jobs_reap_idx"}),
     ("prune", {"jobs_prune_idx"}),
@@ -207,3 +220,30 @@ def test_fenced_writes_never_walk_the_running_set(bulk: Bulk, name: str, explain
     used = {n.get("Index Name") for n in nodes} - {None}
     assert "jobs_reap_idx" not in used, used
     assert "jobs_pkey" in used, used
+
+
+@pytest.mark.parametrize("explain", [_explain_custom, _explain_generic])
+@pytest.mark.parametrize("name", ["claim", "claim_queues"])
+def test_the_claim_replay_probe_is_one_index_probe(bulk: Bulk, name: str, explain: Any) -> None:
+    """Looking for the jobs a replayed claim already took (request id = token nonce) walks the
+    small partial nonce index, not the running set and never the table."""
+    nodes = explain(bulk, name, _params(bulk, name))
+    used = {n.get("Index Name") for n in nodes} - {None}
+    assert "jobs_nonce_idx" in used, used
+    assert not any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "jobs"
+                   for n in nodes)
+
+
+@pytest.mark.parametrize("explain", [_explain_custom, _explain_generic])
+def test_enqueue_finds_key_holders_through_the_unique_index(bulk: Bulk, explain: Any) -> None:
+    params = {
+        "now": None, "channel": "t_explain_jobs", "request_id": "r-1",
+        "tasks": ["t", "t"], "payloads": ["[[], {}]"] * 2, "queues": ["default"] * 2,
+        "priorities": [0, 0], "run_ats": [None, None], "delays": [0.0, 0.0],
+        "max_attempts": [5, 5], "max_stalls": [3, 3], "unique_keys": ["k1", None],
+    }
+    nodes = explain(bulk, "enqueue", params)
+    used = {n.get("Index Name") for n in nodes} - {None}
+    assert "jobs_unique_key_idx" in used, used
+    assert not any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") in ("jobs", "requests")
+                   for n in nodes)

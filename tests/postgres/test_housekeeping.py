@@ -14,7 +14,8 @@ import pytest
 
 from tests.servers import PG_DSN, isolated_url
 from tether.stores.base import NewJob, Outcome
-from tether.stores.postgres.store import QUERIES, PostgresStore
+from tether.stores.postgres.statements import for_schema
+from tether.stores.postgres.store import PostgresStore
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -32,13 +33,14 @@ def pg(tmp_path: Path) -> Iterator[tuple[PostgresStore, str]]:
 
 def claim_index_pages(schema: str) -> int:
     """Buffers the claim's index scan touches: grows with dead entries, not with live work."""
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f'SET search_path TO "{schema}"')
-        with conn.transaction(force_rollback=True):
-            plan = conn.execute(
-                b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + QUERIES["claim"].encode(),
-                {"now": None, "queue": "default", "limit": 10, "owner": "x", "ttl": 30.0},
-            ).fetchone()
+    claim = for_schema(schema)["claim"].encode()
+    with psycopg.connect(PG_DSN, autocommit=True) as conn, \
+            conn.transaction(force_rollback=True):
+        plan = conn.execute(
+            b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + claim,
+            {"now": None, "queue": "default", "limit": 10, "owner": "x", "ttl": 30.0,
+             "nonce": "x" * 32},
+        ).fetchone()
     assert plan is not None
     text = json.dumps(plan[0])
     match = re.search(r'"Index Name": "jobs_claim_idx".*?"Shared Hit Blocks": (\d+)', text)
@@ -70,3 +72,18 @@ def test_churn_is_vacuumed_and_claims_stay_short(pg: tuple[PostgresStore, str]) 
     after = claim_index_pages(schema)
     assert after * 5 < bloated, (bloated, after)
     assert store.counts()  # the store still answers; no job was touched
+
+
+def test_request_records_older_than_a_day_are_deleted(pg: tuple[PostgresStore, str]) -> None:
+    store, schema = pg
+    [old] = store.enqueue([NewJob("t")], request_id="old-request")
+    [new] = store.enqueue([NewJob("t")], request_id="new-request")
+    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        conn.execute(f'UPDATE "{schema}".requests SET created_at = now() - interval \'25 hours\' '
+                     "WHERE id = 'old-request'")
+    assert store.housekeeping() == "deleted 1 request record(s)"
+    assert store.housekeeping() is None
+    # The recent record still answers a replay; the old one no longer does.
+    assert store.enqueue([NewJob("t")], request_id="new-request") == [new]
+    assert store.enqueue([NewJob("t")], request_id="old-request") != [old]
+    assert len(store.list_jobs()) == 3

@@ -12,9 +12,10 @@ import pytest
 from tests.servers import PG_DSN
 from tether.errors import ConfigError, SchemaError, StoreUnavailable
 from tether.stores import open_store
-from tether.stores.base import Store
-from tether.stores.postgres.migrate import latest_version
+from tether.stores.base import Outcome, Store
+from tether.stores.postgres.migrate import MIGRATIONS_PACKAGE, latest_version
 from tether.stores.postgres.store import PostgresStore
+from tether.stores.queries import read
 
 
 def test_satisfies_the_protocol(pg: PostgresStore) -> None:
@@ -115,3 +116,31 @@ def test_password_is_redacted(pg_url: str) -> None:
         assert "s3cret" not in store.info().url
     finally:
         store.close()
+
+
+def test_upgrade_from_version_1_keeps_jobs_and_works(
+    open_pg: Callable[..., PostgresStore], admin: psycopg.Connection[Any]
+) -> None:
+    """A database migrated by the previous release (schema 1) is upgraded in place: its jobs
+    stay, and the new lease protocol works on them."""
+    store = open_pg()
+    schema = store.schema
+    admin.execute(f'CREATE SCHEMA "{schema}"')
+    with admin.transaction():
+        admin.execute(f'SET LOCAL search_path TO "{schema}"')
+        admin.execute(read(MIGRATIONS_PACKAGE, "0001_init.sql").encode())
+        admin.execute("CREATE TABLE schema_version (version integer PRIMARY KEY, "
+                      "applied_at timestamptz NOT NULL DEFAULT now())")
+        admin.execute("INSERT INTO schema_version VALUES (1)")
+        admin.execute("INSERT INTO jobs (task, queue, payload, run_at, max_attempts, "
+                      "max_stalls, created_at) VALUES ('t', 'default', '[[], {}]', now(), 5, "
+                      "3, now())")
+    with pytest.raises(SchemaError, match="older"):
+        store.check_schema()
+    assert store.migrate() == latest_version() == 2
+    store.check_schema()
+    [job] = store.claim("w", ["default"], 1, 30)
+    assert job.lease_token and job.lease_token.endswith(f":{job.id}")
+    assert store.finish([Outcome(job.lease, "done", result="1")]) == []
+    done = store.get_job(job.id)
+    assert done is not None and done.status == "done"

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import redis
 
+from tests.faults import FaultProxy
+from tests.redis.own_server import OwnRedis
 from tests.servers import REDIS_URL, isolated_url
 from tether.stores.redis.store import RedisStore
 
@@ -46,3 +48,38 @@ def raw() -> Iterator[redis.Redis]:
 
 def keys_under(client: redis.Redis, prefix: str) -> set[str]:
     return {str(k) for k in client.scan_iter(match=f"{prefix}:*", count=1000)}
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
+    """A private redis-server without persistence (restart = data loss); killed afterwards."""
+    server = OwnRedis(tmp_path)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def own_redis_aof(tmp_path: Path) -> Iterator[OwnRedis]:
+    """A private redis-server with an append-only file (a clean restart keeps the data)."""
+    server = OwnRedis(tmp_path, appendonly=True)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def proxied(
+    fault_proxy: Callable[[str], FaultProxy], redis_url: str
+) -> Iterator[tuple[RedisStore, FaultProxy]]:
+    """A RedisStore that talks to the shared server through a fault proxy (same prefix as
+    ``rstore``, so ``rstore`` sees what the proxied store did)."""
+    proxy = fault_proxy("redis")
+    store = RedisStore(proxy.url(redis_url))
+    store.migrate()
+    try:
+        yield store, proxy
+    finally:
+        store.close()

@@ -19,7 +19,8 @@ from tether.stores.redis.store import RedisStore
 
 # Every key the store may create, relative to its prefix (see the store module docstring).
 LAYOUT = re.compile(
-    r"^(schema_version|ids|queues|running|unique|workers|workers:seen"
+    r"^(schema_version|epoch|incidents|ids|queues|running|unique|workers|workers:seen"
+    r"|req:(enqueue|claim|cancel|retry):[0-9a-f]{32}"
     r"|job:\d+|prios:.+|pending:.+:-?\d+|idx:.+:(pending|running|done|failed|cancelled)"
     r"|finished:(done|failed|cancelled)|leader:.+|leader_term:.+)$"
 )

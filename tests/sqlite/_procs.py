@@ -42,3 +42,17 @@ def migrate(url: str, barrier: Any, results: Any) -> None:
         results.put((None, repr(exc)))
     finally:
         store.close()
+
+
+def hold_write_lock(path: str, ready: Any) -> None:
+    """Take SQLite's write lock and keep it, mid-transaction, like a worker paused inside a
+    write (the test SIGSTOPs this process once ``ready`` is set)."""
+    import sqlite3
+    import time
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("UPDATE workers SET last_seen = last_seen")
+    ready.set()
+    while True:
+        time.sleep(1)

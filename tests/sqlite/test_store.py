@@ -13,8 +13,9 @@ import pytest
 from tether.errors import ConfigError, SchemaError, StoreError, StoreUnavailable
 from tether.stores import open_store
 from tether.stores.base import NewJob, Outcome, Store
-from tether.stores.sqlite._db import parse_url
+from tether.stores.sqlite._db import map_error
 from tether.stores.sqlite._rows import Q
+from tether.stores.sqlite._url import parse_url
 from tether.stores.sqlite.store import SCHEMA_VERSION, SQLiteStore
 
 
@@ -229,6 +230,7 @@ def _plan(store: SQLiteStore, name: str) -> str:
             "id",
             "after_id",
             "queue",
+            "nonce",
         )
     }
     rows = conn.execute("EXPLAIN QUERY PLAN " + Q[name], params).fetchall()
@@ -283,3 +285,20 @@ def test_connections_of_ended_threads_are_closed(sqlite_store: SQLiteStore) -> N
     for conn in conns[:-1]:
         with pytest.raises(sqlite3.ProgrammingError):
             conn.execute("SELECT 1")
+
+
+def test_a_constraint_naming_locked_by_is_not_a_busy_database(
+    sqlite_store: SQLiteStore, tmp_path: Path
+) -> None:
+    """Only SQLITE_BUSY / SQLITE_LOCKED are transient; a permanent error whose text happens to
+    contain "locked" (the running-row CHECK names locked_by) must not be retried forever."""
+    sqlite_store.enqueue([NewJob("t")])
+    raw = sqlite3.connect(tmp_path / "tether.db")
+    try:
+        with pytest.raises(sqlite3.IntegrityError) as info:
+            raw.execute("UPDATE jobs SET status = 'running'")
+    finally:
+        raw.close()
+    assert "locked_by" in str(info.value)
+    mapped = map_error(info.value)
+    assert type(mapped) is StoreError, mapped

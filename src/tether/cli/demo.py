@@ -3,6 +3,11 @@
 It exits 0 only if every invariant held: every job done exactly once in the store; the killed
 worker's jobs re-ran within the documented bound with their stall counted; the paused worker's
 late completion was rejected and the store kept the live worker's result.
+
+On a store given with ``--url`` that holds other jobs, the demo works in a queue of its own
+(``demo-<random>``): its workers claim only from it, it reads and checks only its own jobs, and at
+the end it deletes them and the worker rows its processes left (the SIGKILLed one never
+unregisters), so the user's jobs are never touched and a later run finds no leftovers.
 """
 
 from __future__ import annotations
@@ -11,16 +16,19 @@ import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections import Counter
 from pathlib import Path
 
 from tether import clock
 from tether.config import make_settings
 from tether.stores import open_store
-from tether.stores.base import Job, Store
+from tether.stores.base import Job, JobFilter, Store
+from tether.stores.urls import redact
 from tether.task import make_new_job
 
 WORKERS = 3
@@ -44,6 +52,7 @@ class Demo:
         self.bound = make_settings(lease_ttl=self.ttl).recovery_bound
         self.folder = folder
         self.url = args.url or f"sqlite:///{folder / 'demo.db'}"
+        self.queue = f"demo-{uuid.uuid4().hex[:10]}"
         self.procs: list[subprocess.Popen[bytes]] = []
         self.failures: list[str] = []
 
@@ -61,16 +70,18 @@ class Demo:
         log = open(self.folder / f"worker-{len(self.procs)}.log", "wb")  # noqa: SIM115
         self.procs.append(subprocess.Popen(
             [sys.executable, "-m", "tether.cli.main", "worker", "tether.demo_tasks:app",
-             "-c", "4"], env=env, stdout=log, stderr=subprocess.STDOUT))
+             "-c", "4", "-q", self.queue], env=env, stdout=log, stderr=subprocess.STDOUT))
 
     def holding(self, store: Store, pid: int) -> list[Job]:
-        return [j for j in store.list_jobs(status="running", limit=1000)
+        return [j for j in store.search_jobs(JobFilter(status="running", queue=self.queue),
+                                             limit=1000)
                 if _pid_of(j.locked_by) == pid]
 
     def progress(self, store: Store, note: str = "") -> dict[str, int]:
         counts: Counter[str] = Counter()
         for c in store.counts():
-            counts[c.status] += c.count
+            if c.queue == self.queue:
+                counts[c.status] += c.count
         self.say(f"  t={clock.monotonic() - self.t0:5.1f}s  pending {counts['pending']:4d}  "
                  f"running {counts['running']:3d}  done {counts['done']:4d}  {note}")
         return dict(counts)
@@ -88,9 +99,17 @@ class Demo:
         store = open_store(self.url)
         store.migrate()
         self.say(f"tether demo: {self.n} jobs, {WORKERS} workers, lease_ttl={self.ttl}s, "
-                 f"recovery bound {self.bound:.1f}s, store {self.url}")
-        ids = store.enqueue([make_new_job("demo.work", [i, 60 + (i * 37) % 120], {})
-                             for i in range(self.n)])
+                 f"recovery bound {self.bound:.1f}s, store {redact(self.url)}, queue {self.queue}")
+        ids = store.enqueue([make_new_job("demo.work", [i, 60 + (i * 37) % 120], {},
+                                          queue=self.queue) for i in range(self.n)])
+        try:
+            self.drive(store, ids)
+        finally:
+            self.clean_up(store)
+            store.close()
+        return 1 if self.failures else 0
+
+    def drive(self, store: Store, ids: list[int]) -> None:
         self.t0 = clock.monotonic()
         for _ in range(WORKERS):
             self.spawn()
@@ -107,7 +126,7 @@ class Demo:
             stop_at = clock.monotonic()
             self.progress(store, f"SIGSTOP worker {sleeper.pid} holding jobs "
                           f"{[j.id for j in zombie_jobs]}")
-            while clock.monotonic() - stop_at < self.ttl + 2.5:
+            while clock.monotonic() - stop_at < self.bound + 1.5:  # past the recovery bound
                 clock.sleep(0.5)
                 self.progress(store)
             sleeper.send_signal(signal.SIGCONT)
@@ -129,8 +148,19 @@ class Demo:
                 except subprocess.TimeoutExpired:
                     p.kill()
         self.verify(store, ids, killed_jobs, kill_wall, zombie_jobs, sleeper.pid)
-        store.close()
-        return 1 if self.failures else 0
+
+    def clean_up(self, store: Store) -> None:
+        """Delete the demo's jobs and the worker rows of its processes (only those)."""
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        pids = {p.pid for p in self.procs}
+        host = socket.gethostname()
+        for w in store.list_workers():
+            if w.pid in pids and w.host == host and self.queue in w.queues:
+                store.unregister_worker(w.id)
+        store.purge(self.queue, ["pending", "done", "failed", "cancelled"])
 
     def verify(self, store: Store, ids: list[int], killed: list[Job], kill_wall: float,
                zombie: list[Job], zombie_pid: int) -> None:

@@ -7,11 +7,15 @@ import logging
 import os
 import socket
 import uuid
+from dataclasses import replace
 
+from tether import limits
 from tether.config import make_settings
+from tether.errors import ConfigError
 from tether.events import Events
+from tether.logs import configure, worker_banner
 from tether.maintenance.maintainer import Maintainer
-from tether.stores import open_store
+from tether.stores import DEFAULT_URL
 from tether.worker.appspec import load_app
 from tether.worker.shutdown import Shutdown
 
@@ -19,29 +23,77 @@ log = logging.getLogger("tether.cli")
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    app = load_app(args.app)
+    spec = args.target_app or args.app or os.environ.get("TETHER_APP")
+    if not spec:
+        raise ConfigError("tether worker needs the app: tether worker MODULE:APP (or --app, "
+                          "or $TETHER_APP)")
+    app = load_app(spec)
     if args.url:
         app.url = args.url
-    queues = [q for part in args.queues for q in part.split(",") if q] if args.queues else None
-    process = args.pool == "process"
+    if not args.log_format_given and not os.environ.get("TETHER_LOG_FORMAT") and \
+            app.settings.log_format:
+        configure(args.log_level, app.settings.log_format)
+    queues = [q.strip() for part in args.queues for q in part.split(",")] \
+        if args.queues else None
+    try:
+        for q in queues or ():
+            limits.check_text(q, "queue", limit=limits.MAX_NAME)
+    except ValueError as exc:
+        raise ConfigError(f"--queues: {exc}") from None
     app.store.check_schema()
-    return app.run_worker(concurrency=args.concurrency, queues=queues,
-                          maintenance=not args.no_maintenance, pool=args.pool,
-                          app_spec=args.app if process else None,
-                          max_tasks_per_child=args.max_tasks_per_child,
-                          max_memory_per_child=args.max_memory_per_child)
+    process = args.pool == "process"
+    worker = app.worker(concurrency=args.concurrency, queues=queues,
+                        maintenance=not args.no_maintenance, pool=args.pool,
+                        app_spec=spec if process else None,
+                        max_tasks_per_child=args.max_tasks_per_child,
+                        max_memory_per_child=args.max_memory_per_child)
+    message, fields = worker_banner(app, worker.id, list(worker.queues), args.concurrency,
+                                    "processes" if process else "threads")
+    log.info("%s", message, extra=fields)
+    stop_metrics = None
+    if args.metrics_port is not None:
+        try:
+            from tether.metrics import serve
+        except ImportError as exc:
+            raise ConfigError(f"--metrics-port needs the metrics extra: pip install "
+                              f"'tether[metrics]' ({exc})") from None
+
+        stop_metrics = serve(app, args.metrics_port, args.metrics_host)
+        log.info("metrics on http://%s:%d/metrics", args.metrics_host, args.metrics_port)
+    try:
+        code: int = worker.run()
+    finally:
+        if stop_metrics is not None:
+            stop_metrics()
+    return code
 
 
 def cmd_reaper(args: argparse.Namespace) -> int:
-    """A standalone maintainer: joins the same election as the workers' maintainers."""
-    options = {"election": not args.no_election}
-    if args.lease_ttl is not None:
-        options["lease_ttl"] = args.lease_ttl
-    settings = make_settings(**options)
-    store = open_store(args.url)
-    store.check_schema()
+    """A standalone maintainer with the app's settings; joins the same elections as the
+    workers' maintainers, and always reaps (even when the app disables reaping in workers
+    with ``reaper_interval=0``: that is what this process is for)."""
+    from tether.cli.common import connect
+
+    spec = args.target_app or getattr(args, "app", None) or os.environ.get("TETHER_APP")
+    app = None
+    if spec:
+        if args.lease_ttl is not None:
+            raise ConfigError("--lease-ttl is for running without an app; the app's settings "
+                              "give lease_ttl")
+        app = load_app(spec)
+        settings = app.settings
+        url = args.url or app.url
+    else:
+        settings = make_settings(**({} if args.lease_ttl is None else
+                                    {"lease_ttl": args.lease_ttl}))
+        url = args.url or os.environ.get("TETHER_URL") or DEFAULT_URL
+        log.warning("no MODULE:APP given: running with the default settings (retention, "
+                    "stall_grace, leader timing); give the app so they match the workers'")
+    if args.no_election:
+        settings = replace(settings, election=False)
+    store = connect(url)
     holder = f"reaper:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-    maintainer = Maintainer(store, holder, settings, Events())
+    maintainer = Maintainer(store, holder, settings, app.events if app else Events())
     shutdown = Shutdown(draining="stopping the reaper")
     restore = shutdown.install()
     maintainer.start()
@@ -53,4 +105,4 @@ def cmd_reaper(args: argparse.Namespace) -> int:
         maintainer.stop()  # joins the loop, which releases leadership while the store is open
         restore()
         store.close()
-    return 0
+    return 0 if shutdown.stopping else 1

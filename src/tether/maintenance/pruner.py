@@ -1,7 +1,9 @@
 """The pruner: deletes finished jobs past their retention, in bounded batches.
 
 Bounded batches keep each delete short, so pruning a large backlog never holds locks long
-enough to slow claims. Only terminal states are ever touched.
+enough to slow claims. Only terminal states are ever touched. It also forgets worker rows
+silent for longer than ``DEAD_WORKER_RETENTION`` (workers SIGKILLed or lost with their machine
+never unregister), so ``tether stats`` and the dashboard do not list them forever.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import logging
 from tether.stores.base import JobStatus, Store
 
 log = logging.getLogger("tether.pruner")
+DEAD_WORKER_RETENTION = 86_400.0
 
 
 class Pruner:
@@ -36,4 +39,7 @@ class Pruner:
                     break
         if deleted:
             log.info("pruned finished jobs count=%d", deleted)
+        gone = self.store.delete_dead_workers(DEAD_WORKER_RETENTION, now=now)
+        if gone:
+            log.info("forgot %d worker row(s) silent for over a day", gone)
         return deleted

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from tether.errors import ConfigError
 from tether.stores.base import Store
+from tether.stores.urls import redact
 
 DEFAULT_URL = "sqlite:///tether.db"
 
@@ -28,7 +29,8 @@ def open_store(url: str, **options: Any) -> Store:
             from tether.stores.postgres.store import PostgresStore
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ConfigError(
-                f"{url!r} needs the PostgreSQL driver: pip install 'tether[postgres]' ({exc})"
+                f"{redact(url)!r} needs the PostgreSQL driver: "
+                f"pip install 'tether[postgres]' ({exc})"
             ) from exc
         return PostgresStore(url, **options)
     if scheme in ("redis", "rediss"):
@@ -36,11 +38,11 @@ def open_store(url: str, **options: Any) -> Store:
             from tether.stores.redis.store import RedisStore
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ConfigError(
-                f"{url!r} needs the Redis client: pip install 'tether[redis]' ({exc})"
+                f"{redact(url)!r} needs the Redis client: pip install 'tether[redis]' ({exc})"
             ) from exc
         return RedisStore(url, **options)
     raise ConfigError(
-        f"unknown store URL {url!r}: use sqlite:///path.db, postgresql://host/db or "
+        f"unknown store URL {redact(url)!r}: use sqlite:///path.db, postgresql://host/db or "
         "redis://host:6379/0"
     )
 

@@ -7,10 +7,14 @@ Invariants every store upholds (the contract suite in ``tests/contract/`` proves
    ``lease_until`` (store now + ``lease_ttl``) and ``attempt += 1``. No job is ever ``running``
    without an owner and a lease, and no two claimers ever receive the same (job, attempt).
 2. **Every write about a claimed job is fenced** by its :class:`Lease` — (job id, attempt,
-   owner) — *and* ``status = 'running'``. A write whose lease no longer matches changes nothing:
+   owner, token) — *and* ``status = 'running'``. A write whose lease no longer matches
+   changes nothing:
    a stale heartbeat is reported in :attr:`HeartbeatResult.lost`, a stale outcome in the list
    ``finish`` returns, a stale checkpoint/progress write returns ``False``. The attempt number is
-   what fences a *self*-zombie: the same worker id re-claiming a job it lost.
+   what fences a *self*-zombie: the same worker id re-claiming a job it lost. The ``token``
+   is random per claim (128 bits from the claimer, plus the job id), so the fence cannot be
+   forged by an id that a store hands out again after it lost its data (a Redis restart
+   without persistence): a stale attempt 1 of an old job 1 never matches a new job 1.
 3. **The reaper is one set-based write.** ``reap_expired`` moves every ``running`` job whose
    ``lease_until < now - stall_grace`` through the normal retry / dead-letter rule in a single
    statement (or Lua script / transaction). Two reapers at once give the same end state,
@@ -30,12 +34,29 @@ Counting rules (shared by ``finish`` and ``reap_expired`` so every path agrees):
 * A stall (reaped, or a ``stalled`` outcome) retries while ``stall_count < max_stalls`` *and*
   ``failures + stall_count < max_attempts`` (after the increment), otherwise ``failed`` with
   reason ``stalled``.
+* A cancel request sticks: an attempt of a job with ``cancel_requested`` that ends by error,
+  timeout, stall (``reap_expired`` or a ``stalled`` outcome) or hand-back (``released``) ends
+  the job ``cancelled`` instead of retrying it (the request is not lost because the attempt
+  happened to end another way). ``done`` still wins: the work was done.
+* Every error record appended to ``errors`` has exactly the keys ``attempt``, ``error``,
+  ``reason``, ``at`` and ``owner`` (the lease's owner), from every path (finish, reap).
+  Error text is stored through :func:`tether.text.clean_error`, so it reads back identically
+  on every store.
 * A reaped, stalled or released job keeps its ``run_at``: it was due when claimed, so it is
   due again at once *and keeps its place in line*. (Setting ``run_at = now`` would send
   recovered jobs to the back of a backlog and break the recovery bound under load.)
 
 Payloads, results, checkpoints and progress cross this seam as JSON *text*: the API layer
 encodes once (refusing what JSON cannot carry) and the store never interprets them.
+
+Bad input: every store checks a whole ``enqueue`` batch with :func:`tether.limits.check_jobs`
+before writing any of it, and job ids / page sizes with ``check_job_id`` / ``check_page``, so
+the same ``ValueError`` (or ``TypeError`` for JSON text) comes from every store and a batch is
+all or nothing. A store never lets a driver exception out: ``StoreUnavailable`` when retrying
+may help (connection, read-only node, serialization, resources, shutdown), ``StoreError`` when
+it cannot. Every call is safe to retry: a call whose reply was lost and that is sent again has
+the effect of one call (stores dedup replays of non-idempotent writes by request id, or do
+not replay them).
 """
 
 from __future__ import annotations
@@ -46,7 +67,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 JobStatus = Literal["pending", "running", "done", "failed", "cancelled"]
-FailureReason = Literal["error", "stalled", "timeout", "unknown_task"]
+FailureReason = Literal[
+    "error", "stalled", "timeout", "unknown_task", "bad_arguments", "bad_result"
+]
 OutcomeKind = Literal["done", "error", "dead", "cancelled", "released", "stalled"]
 CancelResult = Literal["cancelled", "requested", "finished"]
 
@@ -78,11 +101,16 @@ class NewJob:
 
 @dataclass(frozen=True, slots=True)
 class Lease:
-    """The fence token of one claim. Every write about a running job carries one."""
+    """The fence token of one claim. Every write about a running job carries one.
+
+    ``(job_id, attempt)`` is the user's dedup key; ``token`` is unique per claim across store
+    incarnations (see invariant 2), so an id reused after data loss cannot match.
+    """
 
     job_id: int
     attempt: int
     owner: str
+    token: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +142,11 @@ class Job:
     progress: str | None
     unique_key: str | None
     cancel_requested: bool
-    #: JSON text of a list of ``{"attempt", "error", "reason", "at"}`` records, oldest first.
+    #: JSON text of a list of ``{"attempt", "error", "reason", "at", "owner"}`` records,
+    #: oldest first.
     errors: str = "[]"
+    #: The claim's random token (None unless running); part of :attr:`lease`.
+    lease_token: str | None = None
 
     # Decoded views for users of ``App.get_job``; the fields stay JSON text across the seam.
     @property
@@ -144,7 +175,7 @@ class Job:
         """The fence token of the current claim; only meaningful while ``running``."""
         if self.locked_by is None:
             raise ValueError(f"job {self.id} is {self.status}, it holds no lease")
-        return Lease(self.id, self.attempt, self.locked_by)
+        return Lease(self.id, self.attempt, self.locked_by, self.lease_token or "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,14 +187,19 @@ class Outcome:
       attempt budget lasts, else ``failed`` with ``reason`` (``error`` or ``timeout``).
     * ``dead``: ``failures += 1`` and ``failed`` at once with ``reason`` (no retry).
     * ``cancelled``: job ``cancelled``.
-    * ``released``: lease handed back on shutdown: ``pending`` with ``run_at`` unchanged (due
-      at once, first in line), ``interruptions += 1``; neither a failure nor a stall.
+    * ``released``: lease handed back (shutdown, or a task this worker does not know):
+      ``pending``, ``interruptions += 1``, neither a failure nor a stall. ``run_at`` is kept
+      (due at once, first in line) when ``retry_delay`` is 0, else store now + retry_delay.
     * ``stalled``: the process running the handler died mid-attempt (a process-pool child that
       crashed), reported by its holder at once instead of waiting for the lease to expire.
       Exactly the reaper's stall rule: ``stall_count += 1``; ``pending`` with ``run_at``
       unchanged while ``stall_count < max_stalls`` and ``failures + stall_count <
       max_attempts`` (after the increment), else ``failed`` with ``reason`` (default
-      ``stalled``). ``failures`` is unchanged.
+      ``stalled``). ``failures`` is unchanged. A cancel request sticks (``cancelled``).
+
+    A batch is fenced outcome by outcome: a stale outcome next to the valid one for the same
+    job is rejected and the valid one applied. The same outcome twice in one batch counts
+    once and is reported like the first.
 
     Every kind records ``error`` (when given) in ``last_error`` and appends it to ``errors``,
     clears ``locked_by``/``lease_until`` and sets ``finished_at`` when the job became terminal.
@@ -199,6 +235,18 @@ class Reaped:
     owner: str
     status: JobStatus
     stall_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class RetryResult:
+    """What a dead-letter retry did.
+
+    ``conflicts``: failed jobs left ``failed`` because their ``unique_key`` is now held by a
+    live (pending or running) job: retrying them would make two live jobs with one key.
+    """
+
+    retried: int
+    conflicts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +289,21 @@ class StoreInfo:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """What :meth:`Store.search_jobs` selects; ``None`` means any.
+
+    ``since``: created at or after this epoch second. ``newest_first``: descending id order
+    (the order people read job lists in); ascending otherwise.
+    """
+
+    status: JobStatus | None = None
+    queue: str | None = None
+    task: str | None = None
+    since: float | None = None
+    newest_first: bool = True
+
+
 @runtime_checkable
 class Store(Protocol):
     """One storage engine. Implementations are thread-safe: any method from any thread.
@@ -273,8 +336,14 @@ class Store(Protocol):
         ...
 
     # -- producers -------------------------------------------------------------------------
-    def enqueue(self, jobs: Sequence[NewJob], *, now: float | None = None) -> list[int]:
-        """Insert jobs in one round trip; ids in input order (existing id on unique_key hit)."""
+    def enqueue(
+        self, jobs: Sequence[NewJob], *, now: float | None = None,
+        request_id: str | None = None,
+    ) -> list[int]:
+        """Insert jobs in one round trip; ids in input order (existing id on unique_key hit).
+
+        With ``request_id``, a repeat of the call (its reply was lost) within 24 h inserts
+        nothing and returns the same ids."""
         ...
 
     def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
@@ -283,10 +352,13 @@ class Store(Protocol):
         Raises JobNotFound for an unknown id."""
         ...
 
-    def retry_failed(self, job_ids: Sequence[int] | None, *, now: float | None = None) -> int:
+    def retry_failed(
+        self, job_ids: Sequence[int] | None, *, now: float | None = None
+    ) -> RetryResult:
         """Dead-letter retry: ``failed`` → ``pending`` due now, with ``failures``,
-        ``stall_count`` and ``failure_reason`` reset (``attempt`` stays: it is the fence).
-        ``None`` retries every failed job. Returns how many moved."""
+        ``stall_count``, ``failure_reason`` and ``cancel_requested`` reset (``attempt`` stays:
+        it is the fence). ``None`` retries every failed job. A job whose ``unique_key`` is
+        held by a live job stays failed and is listed in ``conflicts``."""
         ...
 
     # -- the lease protocol ------------------------------------------------------------------
@@ -298,8 +370,13 @@ class Store(Protocol):
         lease_ttl: float,
         *,
         now: float | None = None,
+        request_id: str | None = None,
     ) -> list[Job]:
         """Claim up to ``limit`` due pending jobs of ``queues`` in one atomic write.
+
+        ``request_id`` (32 hex characters, drawn by the store when None) is the nonce of the
+        claimed jobs' lease tokens: a repeat of the call with the same id returns the jobs
+        still running under it and claims nothing more, so a lost reply orphans nothing.
 
         Order: priority, then run_at, then id. Claimed rows get status running,
         ``locked_by = owner``, ``lease_until = now + lease_ttl``, ``attempt += 1``,
@@ -394,6 +471,12 @@ class Store(Protocol):
         """Give up leadership iff (holder, term) still hold it. True when released."""
         ...
 
+    def leader_get(self, name: str) -> Leadership | None:
+        """The current holder of ``name`` (a plain read), expired or not; None when nobody
+        holds it (never acquired, or released). Lets maintainers that do not lead compare
+        their settings with the leader's (the holder string carries them)."""
+        ...
+
     # -- inspection --------------------------------------------------------------------------
     def get_job(self, job_id: int) -> Job | None: ...
 
@@ -405,7 +488,9 @@ class Store(Protocol):
         after_id: int | None = None,
         limit: int = 100,
     ) -> list[Job]:
-        """Jobs in ascending id order with id > after_id (keyset pagination)."""
+        """Jobs in ascending id order with id > after_id (keyset pagination).
+
+        ``limit`` must be 1..MAX_PAGE (ValueError otherwise, on every store)."""
         ...
 
     def counts(self) -> list[QueueCount]:
@@ -413,9 +498,47 @@ class Store(Protocol):
         ...
 
     def register_worker(self, worker: WorkerInfo, *, now: float | None = None) -> None:
-        """Insert or refresh a worker row (started_at/last_seen = now)."""
+        """Insert a worker row (started_at = last_seen = now), or refresh one: registering
+        an id again keeps its ``started_at`` and updates everything else."""
         ...
 
     def unregister_worker(self, worker_id: str) -> None: ...
 
     def list_workers(self) -> list[WorkerInfo]: ...
+
+    # -- operations (issue #11): additive; nothing on the lease hot path uses them ------------
+    def search_jobs(
+        self, filter: JobFilter, *, cursor: int | None = None, limit: int = 100
+    ) -> list[Job]:
+        """Jobs matching ``filter`` in id order (descending when ``newest_first``), keyset
+        paginated: only ids below ``cursor`` (descending) or above it (ascending).
+        ``limit`` must be 1..MAX_PAGE (ValueError otherwise)."""
+        ...
+
+    def purge(self, queue: str, statuses: Sequence[JobStatus]) -> int:
+        """Delete every job of ``queue`` in ``statuses`` (pending and terminal states only:
+        ValueError for ``running``, whose holder's lease stands). Frees their unique keys.
+        Returns how many went."""
+        ...
+
+    def pause_queue(self, queue: str) -> bool:
+        """Mark ``queue`` paused (workers stop claiming from it; running jobs go on).
+        True when it was not paused before."""
+        ...
+
+    def resume_queue(self, queue: str) -> bool:
+        """Un-pause ``queue``; True when it was paused. Wakes the queue's workers."""
+        ...
+
+    def paused_queues(self) -> list[str]:
+        """The paused queues, sorted."""
+        ...
+
+    def delete_dead_workers(self, older_than: float, *, now: float | None = None) -> int:
+        """Delete worker rows last seen before ``now - older_than`` (workers that died
+        without unregistering). Returns how many went."""
+        ...
+
+    def leader(self, name: str, *, now: float | None = None) -> Leadership | None:
+        """Who holds leadership of ``name`` now (None when nobody or the lease ran out)."""
+        ...

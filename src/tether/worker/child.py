@@ -35,7 +35,6 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, NoReturn, cast
 
-from tether import payload
 from tether.app import App
 from tether.context import JobContext, bind, unbind
 from tether.errors import (
@@ -171,7 +170,7 @@ class ChildLoop:
         else:
             token = bind(ctx)
             try:
-                args, kwargs = payload.decode_call(job.payload)
+                args, kwargs = task.arguments(job.payload)
                 if task.is_async:
                     result = self._run_async(task.func(*args, **kwargs))
                 else:

@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from tether import payload
+from tether import payload, text
 from tether.context import JobContext, bind, unbind
 from tether.errors import (
     Fail,
@@ -27,17 +27,22 @@ from tether.errors import (
     ShuttingDown,
 )
 from tether.stores.base import Outcome
-from tether.task import Task
+from tether.task import BadArguments, Task
 from tether.worker.registry import Registry, Running
 
 log = logging.getLogger("tether.executor")
-MAX_ERROR = 4000
 
 
 def describe(exc: BaseException) -> str:
-    text = "".join(traceback.format_exception(exc)).strip()
-    head = f"{type(exc).__name__}: {exc}"
-    return head if len(text) <= len(head) else (head + "\n" + text[-(MAX_ERROR - len(head)):])
+    """The error text of an attempt: the exception, then the tail of its traceback, cleaned
+    by :func:`tether.text.clean_error` here so that what the worker logs and emits is exactly
+    what every store keeps (no NUL, no lone surrogate, at most ``text.MAX_ERROR``)."""
+    tb = "".join(traceback.format_exception(exc)).strip()
+    head = text.clean_error(f"{type(exc).__name__}: {exc}", text.MAX_ERROR // 2)
+    tail = text.clean_error(tb)
+    if len(tail) <= len(head):
+        return head
+    return text.clean_error(head + "\n" + tail[-(text.MAX_ERROR - len(head) - 1):])
 
 
 class Executor:
@@ -84,7 +89,7 @@ class Executor:
             entry, task = item
             token = bind(entry.ctx)
             try:
-                args, kwargs = payload.decode_call(entry.ctx.job.payload)
+                args, kwargs = task.arguments(entry.ctx.job.payload)
                 result: Any = task.func(*args, **kwargs)
             except BaseException as exc:  # the handler's failure is data, not our crash
                 self._finish(entry, task, None, exc)
@@ -110,7 +115,7 @@ class Executor:
         try:
             if entry.ctx.cancelled:  # interrupted before it could start
                 raise asyncio.CancelledError
-            args, kwargs = payload.decode_call(entry.ctx.job.payload)
+            args, kwargs = task.arguments(entry.ctx.job.payload)
             result = await task.func(*args, **kwargs)
         except asyncio.CancelledError as exc:
             self._finish(entry, task, None, exc)
@@ -123,15 +128,22 @@ class Executor:
 
     # -- outcome ---------------------------------------------------------------------------
     def _finish(self, entry: Running, task: Task, result: Any, exc: BaseException | None) -> None:
+        """Settle the attempt; never raises, and always frees the slot (a handler thread that
+        died here would leak a slot for good)."""
         try:
-            outcome = self.outcome(entry, task, result, exc)
-        except BaseException as err:  # e.g. a result JSON cannot carry
-            outcome = self.outcome(entry, task, None, err)
-        if entry.ctx.completed_in_transaction:
-            outcome = None
-        if self.registry.settle_once(entry):
-            self._settle(entry, outcome)
-        self.registry.mark(entry, returned=True)
+            try:
+                outcome = self.outcome(entry, task, result, exc)
+            except Exception as err:  # e.g. Retry(delay="soon"): still one clear outcome
+                outcome = Outcome(entry.lease, "error", error=describe(err), reason="error")
+            if entry.ctx.completed_in_transaction:
+                outcome = None
+            if self.registry.settle_once(entry):
+                self._settle(entry, outcome)
+        except Exception:
+            log.critical("could not settle job %s attempt %s", entry.ctx.id, entry.ctx.attempt,
+                         exc_info=True)
+        finally:
+            self.registry.mark(entry, returned=True)
 
     def outcome(
         self, entry: Running, task: Task, result: Any, exc: BaseException | None
@@ -143,11 +155,21 @@ def decide(ctx: JobContext, task: Task, result: Any, exc: BaseException | None) 
     """The outcome of an attempt whose handler returned ``result`` or raised ``exc``.
 
     Shared by the thread executor and the process-pool child, so both pools end attempts alike.
+
+    A result the store cannot hold, and arguments that do not fit the function
+    (:class:`~tether.task.BadArguments`), fail the job at once: running the handler again
+    cannot fix either, and re-running it would repeat its side effects for nothing.
     """
     lease = ctx.lease
     why = ctx.stop_reason
     if exc is None:
-        return Outcome(lease, "done", result=payload.dumps(result, f"result of {task.name}"))
+        try:
+            value = payload.dumps(result, f"result of {task.name}")
+        except TypeError as err:
+            return Outcome(lease, "dead", error=describe(err), reason="bad_result")
+        return Outcome(lease, "done", result=value)
+    if isinstance(exc, BadArguments):
+        return Outcome(lease, "dead", error=describe(exc), reason="bad_arguments")
     if isinstance(exc, (asyncio.CancelledError, Interrupted)):
         if why == "JobCancelled" or isinstance(exc, JobCancelled):
             return Outcome(lease, "cancelled", error="cancelled on request")

@@ -14,6 +14,12 @@ Invariants:
   is treated as lost in exactly the same way, so a partitioned worker stops by itself no later
   than the reaper can hand its job to someone else. A separate watch thread enforces the window,
   so it holds even while a heartbeat call hangs on a dead connection.
+* A lease whose outcome is being written (or was written) when the reply comes back is not
+  reported lost: the heartbeat took its snapshot of the leases before the completer's
+  ``finish`` landed, so "not held" there means "finished by us", not "taken from us". If the
+  outcome was in fact stale, the completer's fenced write says so.
+* No exception from one heartbeat call stops the loop (see ``health.py``); ``StoreGone``
+  stops the worker.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ import threading
 from collections.abc import Callable
 
 from tether import clock
-from tether.errors import JobCancelled, LeaseInterrupted, StoreError
+from tether.errors import JobCancelled, LeaseInterrupted
 from tether.events import Events
 from tether.stores.base import Store
+from tether.worker.health import StoreHealth, classify, one_line, worth_logging
 from tether.worker.registry import Registry, Running
 
 log = logging.getLogger("tether.heartbeat")
@@ -42,8 +49,10 @@ class Heartbeater:
         lease_ttl: float,
         interval: float,
         on_fatal: Callable[[BaseException], None],
+        health: StoreHealth | None = None,
     ) -> None:
         self.store = store
+        self.health = health or StoreHealth(float("inf"))
         self.owner = owner
         self.registry = registry
         self.events = events
@@ -56,6 +65,8 @@ class Heartbeater:
                                        daemon=True)
         self.beats = 0  # statements sent, for tests and benchmarks
         self.failures = 0
+        self._streak = 0  # heartbeats failed in a row (only the first is logged at WARNING)
+        self._in_flight_since: float | None = None  # when the pending heartbeat was sent
 
     def start(self) -> None:
         self._thread.start()
@@ -70,7 +81,11 @@ class Heartbeater:
         """Expire leases whose trust window ended, whatever the heartbeat call is doing."""
         try:
             while not self._stop.wait(min(self.interval, 0.25)):
-                self._expire_untrusted(self.registry.to_renew(), clock.monotonic())
+                try:
+                    self.health.waiting(self._in_flight_since)
+                    self._expire_untrusted(self.registry.to_renew(), clock.monotonic())
+                except Exception:  # an event callback's bug must not end the watch
+                    log.exception("lease watch: could not expire untrusted leases")
         except BaseException as exc:
             log.critical("lease watch died; stopping the worker", exc_info=True)
             self._on_fatal(exc)
@@ -88,16 +103,31 @@ class Heartbeater:
         entries = self.registry.to_renew()
         by_lease = {e.lease: e for e in entries}
         sent_at = clock.monotonic()
+        self._in_flight_since = sent_at
         try:
             result = self.store.heartbeat(self.owner, list(by_lease), self.lease_ttl)
-        except StoreError as exc:
+        except Exception as exc:
+            self._in_flight_since = None
+            if classify(exc) == "gone":
+                self._on_fatal(exc)
+                return self.interval
             self.failures += 1
-            log.warning("heartbeat failed (%s); %d lease(s) at risk", exc, len(entries))
+            self._streak += 1
+            self.health.failed(exc, sent_at)
+            (log.warning if worth_logging(self._streak) else log.debug)(
+                "heartbeat failed (%s); %d lease(s) at risk", one_line(exc), len(entries))
             self._expire_untrusted(entries, clock.monotonic())
             return min(self.interval, 1.0)
+        self._in_flight_since = None
+        self.health.ok()
+        self._streak = 0
         self.beats += 1
+        self.events.emit("heartbeat", worker=self.owner,
+                         detail={"rtt": clock.monotonic() - sent_at, "leases": len(by_lease)})
         for lease, entry in by_lease.items():
             if lease in result.lost:
+                if entry.settled or entry.extra.get("settling"):
+                    continue  # our own outcome landed first (or is landing): not a loss
                 self._lost(entry, "the store no longer holds this lease for us")
             else:
                 entry.trusted_until = sent_at + self.lease_ttl
@@ -114,8 +144,9 @@ class Heartbeater:
         if entry.lost:
             return
         entry.lost = True
-        log.warning("lease lost: job %s attempt %s: %s; interrupting the handler",
-                    entry.ctx.id, entry.ctx.attempt, why)
+        log.debug("lease lost: job %s attempt %s: %s; interrupting the handler",
+                  entry.ctx.id, entry.ctx.attempt, why)
         entry.interrupt(LeaseInterrupted)
         self.events.emit("lease_lost", job_id=entry.ctx.id, attempt=entry.ctx.attempt,
-                         worker=self.owner, detail={"why": why})
+                         worker=self.owner, detail={"why": why, "task": entry.ctx.job.task,
+                                                    "queue": entry.ctx.job.queue})

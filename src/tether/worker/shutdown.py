@@ -18,6 +18,35 @@ from types import FrameType
 log = logging.getLogger("tether.shutdown")
 
 
+class Flag:
+    """``threading.Event`` on a *reentrant* lock.
+
+    A signal handler runs on the main thread between two bytecodes, so a second SIGTERM can be
+    handled inside the first one's ``set()``. ``threading.Event`` holds a plain Lock there, and
+    the nested ``set()`` would wait for it forever: the worker hung on a fast double SIGTERM.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.RLock())
+        self._flag = False
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self) -> None:
+        with self._cond:
+            self._flag = True
+            self._cond.notify_all()
+
+    def clear(self) -> None:
+        with self._cond:
+            self._flag = False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._flag, timeout)
+
+
 class Phase(enum.IntEnum):
     RUNNING = 0
     DRAINING = 1
@@ -25,12 +54,18 @@ class Phase(enum.IntEnum):
 
 
 class Shutdown:
-    def __init__(self, draining: str = "draining in-flight jobs") -> None:
+    def __init__(self, draining: str = "draining in-flight jobs",
+                 grace: float | None = None) -> None:
+        # Say how long the drain may take and how to cut it short: an operator pressing
+        # Ctrl-C otherwise cannot tell a drain from a hang.
+        if grace is not None:
+            draining += (f"; waiting up to {grace:g}s for them to finish (shutdown_timeout). "
+                         "Send the signal again (Ctrl-C) to hand their leases back now")
         self._draining = draining
         self.phase = Phase.RUNNING
-        self.changed = threading.Event()
+        self.changed = Flag()
         self.fatal: BaseException | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: taken by signal handlers (see Flag)
 
     @property
     def stopping(self) -> bool:

@@ -35,7 +35,7 @@ Message = tuple[Header, list[str | None]]
 _JOB_FIELDS = ("id", "task", "queue", "status", "priority", "run_at", "attempt", "max_attempts",
                "failures", "stall_count", "max_stalls", "interruptions", "locked_by",
                "lease_until", "created_at", "started_at", "finished_at", "failure_reason",
-               "unique_key", "cancel_requested")
+               "unique_key", "cancel_requested", "lease_token")
 OUTCOME_KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
 
 

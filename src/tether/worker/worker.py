@@ -9,8 +9,11 @@ Threads and what each may touch:
 * completer: writes outcomes in fenced batches;
 * deadlines: per-task timeouts; maintainer: reaper and pruner under leadership.
 
-If any side loop dies unexpectedly the worker stops (handing its leases back), because a worker
-whose heartbeater or completer is gone would silently break the lease protocol.
+No exception from one store call stops a side loop: it logs, backs off and goes on (see
+``health.py``), because the lease protocol keeps the jobs safe while the store is away. The
+worker stops on ``StoreGone`` (its data vanished: one clear line, exit 1) and when a side loop
+dies of its own bug (handing its leases back), because a worker whose heartbeater or completer
+is gone would silently break the lease protocol.
 """
 
 from __future__ import annotations
@@ -25,23 +28,34 @@ from typing import TYPE_CHECKING
 
 from tether import clock
 from tether.context import JobContext
-from tether.errors import LeaseInterrupted, ShuttingDown, StoreError
+from tether.errors import LeaseInterrupted, ShuttingDown, StoreGone
 from tether.maintenance.maintainer import Maintainer
 from tether.stores import open_store
 from tether.stores.base import Job, Outcome, Store, WorkerInfo
+from tether.stores.replay import new_request_id
 from tether.worker.completer import Completer, Pending
 from tether.worker.deadlines import Deadlines
 from tether.worker.executor import Executor
+from tether.worker.health import StoreHealth, classify, one_line, worth_logging
 from tether.worker.heartbeater import Heartbeater
+from tether.worker.paused import PausedQueues
 from tether.worker.poolconfig import make_pool_config
 from tether.worker.procpool import ProcessPool
 from tether.worker.registry import Registry, Running
 from tether.worker.shutdown import Phase, Shutdown
+from tether.worker.unknown import unknown_task_outcome
 
 if TYPE_CHECKING:
     from tether.app import App
 
 log = logging.getLogger("tether.worker")
+
+#: Longest pause between claims while the store fails: it bounds how long after the store's
+#: return an idle worker resumes.
+FETCH_BACKOFF_MAX = 0.5
+#: How long a forced stop (second signal) waits for the store, in all: to hand leases back,
+#: flush outcomes and unregister. A store that does not answer by then is not waited for.
+FORCED_EXIT_WAIT = 2.0
 
 
 def new_worker_id() -> str:
@@ -72,18 +86,20 @@ class Worker:
         self.concurrency = concurrency
         self.queues = list(queues) if queues else app.queues()
         self.id = new_worker_id()
-        self.shutdown = Shutdown()
+        self.shutdown = Shutdown(grace=self.settings.shutdown_timeout)
         self.registry = Registry(concurrency)
         self.store: Store = app.store
         self._hb_store = open_store(app.url)
         self._maint_store = open_store(app.url) if maintenance and (
             self.settings.reaper_interval > 0 or self.settings.prune_interval > 0) else None
         fatal: Callable[[BaseException], None] = self._fatal
+        self.health = StoreHealth(self.settings.lease_ttl / 3)
         self.heartbeater = Heartbeater(
             self._hb_store, self.id, self.registry, app.events,
             lease_ttl=self.settings.lease_ttl, interval=self.settings.heartbeat_every,
-            on_fatal=fatal)
-        self.completer = Completer(self.store, self.id, self.registry, app.events, on_fatal=fatal)
+            on_fatal=fatal, health=self.health)
+        self.completer = Completer(self.store, self.id, self.registry, app.events,
+                                   on_fatal=fatal, health=self.health)
         self.executor: Executor | ProcessPool
         if self.pool.kind == "process":
             self.executor = ProcessPool(self.registry, self._settle, self.store, app.events,
@@ -98,6 +114,9 @@ class Worker:
         self._fetcher = threading.Thread(target=self._fetch_loop, name="tether-fetcher",
                                          daemon=True)
         self.claimed = 0
+        self._unknown_warned: set[str] = set()  # task names warned about (once per name)
+        self._exit_by = float("inf")  # forced stop: the monotonic time to be gone by
+        self.pauses = PausedQueues(self.store, self.queues)
 
     # -- running -----------------------------------------------------------------------------
     def run(self, *, install_signals: bool = True) -> int:
@@ -140,88 +159,170 @@ class Worker:
                 break
             if clock.monotonic() >= deadline:
                 sd.force("shutdown_timeout reached")
-        self._fetcher.join(5.0)
+        if sd.phase == Phase.FORCED:
+            self._exit_by = clock.monotonic() + FORCED_EXIT_WAIT
+            self.completer.give_up_at = self._exit_by
+        self._fetcher.join(min(5.0, self._left()))
         if sd.phase == Phase.FORCED:
             self._hand_back()
         self.registry.wait_empty(5.0)
 
+    def _left(self) -> float:
+        """Seconds left before a forced stop stops waiting for the store (inf otherwise)."""
+        return max(0.05, self._exit_by - clock.monotonic())
+
     def _hand_back(self) -> None:
-        """Interrupt every handler and release every lease we still hold, in one write."""
+        """Interrupt every handler and release every lease we still hold, in one write.
+
+        Bounded: when the store does not take the write within the forced stop's wait, the
+        leases stay with the store until they expire (the reaper returns them within the
+        recovery bound), and the log says exactly that, never "handed back"."""
         batch = []
         for entry in self.registry.entries():
             entry.interrupt(ShuttingDown)
             if not entry.lost and self.registry.settle_once(entry):
                 batch.append(Pending(entry, Outcome(entry.lease, "released"), "released"))
-        if batch:
-            self.completer.write(batch)
+        if not batch:
+            return
+        results = []
+        writer = threading.Thread(
+            target=lambda: results.append(self.completer.write(batch, give_up_at=self._exit_by)),
+            name="tether-hand-back", daemon=True)
+        writer.start()
+        writer.join(self._left() + 0.5)
+        self.registry.mark_many([p.entry for p in batch], settled=True)
+        written = results[0] if results else None
+        applied = len(written.applied) if written else 0
+        if applied:
             self._notify()
-            log.warning("handed back %d lease(s)", len(batch))
+            log.warning("handed back %d lease(s)", applied)
+        if written and written.rejected:
+            log.info("%d lease(s) were no longer this worker's (reaped or cancelled)",
+                     len(written.rejected))
+        lost = len(written.unwritten) if written else len(batch)
+        if lost:
+            why = (written.error if written else None) or "the store did not answer in time"
+            log.warning("could not hand back %d lease(s) (%s); they come back by lease expiry: "
+                        "the reaper returns them within lease_ttl + stall_grace + 2s (%.0fs) "
+                        "of their last renewal", lost, why, self.settings.recovery_bound)
 
     def _close(self) -> None:
         if self.shutdown.phase == Phase.RUNNING:
             self.shutdown.request("closing")
         for part in (self.maintainer, self.heartbeater):
             if part is not None:
-                part.stop()
-        self.completer.stop()
+                part.stop(min(5.0, self._left()))
+        self.completer.stop(min(10.0, self._left()))
         self.deadlines.stop()
         self.executor.stop()
-        try:
-            self.store.unregister_worker(self.id)
-        except StoreError as exc:
-            log.warning("could not unregister worker: %s", exc)
+        self._bounded(lambda: self.store.unregister_worker(self.id), "unregister the worker")
         for s in (self._hb_store, self._maint_store):
             if s is not None:
-                s.close()
+                self._bounded(s.close, "close a store connection")
         log.info("worker %s stopped", self.id)
 
+    def _bounded(self, call: Callable[[], object], what: str) -> None:
+        """Run a store call; on a forced stop, give up waiting once its time is up."""
+        def run() -> None:
+            try:
+                call()
+            except Exception as exc:
+                log.warning("could not %s: %s", what, one_line(exc))
+
+        if self._exit_by == float("inf"):
+            run()
+            return
+        thread = threading.Thread(target=run, name="tether-closing", daemon=True)
+        thread.start()
+        thread.join(self._left())
+        if thread.is_alive():
+            log.warning("could not %s: the store did not answer in time", what)
+
     def _fatal(self, exc: BaseException) -> None:
+        if isinstance(exc, StoreGone):
+            if self.shutdown.fatal is None:
+                log.error("stopping: the store's data is gone: %s", exc)
+            self.shutdown.force("the store is gone", fatal=exc)
+            return
         self.shutdown.force(f"a worker thread died ({type(exc).__name__}: {exc})", fatal=exc)
 
     def _notify(self) -> None:
         try:
             self.store.notify(self.queues)
-        except StoreError as exc:
-            log.warning("could not wake other workers: %s", exc)
+        except Exception as exc:
+            log.warning("could not wake other workers: %s", one_line(exc))
 
     # -- fetching ----------------------------------------------------------------------------
     def _fetch_loop(self) -> None:
         try:
-            backoff = 0.1
+            backoff, streak = 0.05, 0
+            # A claim that failed transiently may have happened with its reply lost: the next
+            # claim reuses its request id (and its send time, which the trust window of the
+            # jobs it got is counted from), so the store hands those jobs back to us.
+            replay: tuple[str, float] | None = None
             while not self.shutdown.stopping:
                 free = self.registry.wait_free(0.5, lambda: self.shutdown.stopping)
                 if free <= 0 or self.shutdown.stopping:
                     continue
-                sent = clock.monotonic()
-                try:
-                    jobs = self.store.claim(self.id, self.queues,
-                                            min(free, self.settings.claim_batch),
-                                            self.settings.lease_ttl)
-                    backoff = 0.1
-                except StoreError as exc:
-                    log.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
-                    self.shutdown.changed.wait(backoff)
-                    backoff = min(backoff * 2, 5.0)
+                active = self.pauses.active()
+                if not active:  # every queue of ours is paused
+                    self.shutdown.changed.wait(self.pauses.every)
                     continue
+                now = clock.monotonic()
+                if replay is not None and now - replay[1] >= self.settings.lease_ttl:
+                    replay = None  # whatever it claimed has expired by now
+                request_id, sent = replay or (new_request_id(), now)
+                jobs = None
+                try:
+                    jobs = self.store.claim(self.id, active,
+                                            min(free, self.settings.claim_batch),
+                                            self.settings.lease_ttl,
+                                            request_id=request_id)
+                    if not jobs:
+                        replay = None
+                        self.store.wait_for_jobs(self.queues, self.settings.poll_interval)
+                except Exception as exc:
+                    if classify(exc) == "gone":
+                        self._fatal(exc)
+                        return
+                    if jobs is None and classify(exc) == "transient":
+                        replay = (request_id, sent)  # the claim may have happened
+                    streak += 1
+                    self._fetch_failed(exc, now, streak)
+                    self.shutdown.changed.wait(backoff)
+                    backoff = min(backoff * 2, FETCH_BACKOFF_MAX)
+                    continue
+                replay = None
+                backoff, streak = 0.05, 0
+                self.health.ok()
                 for job in jobs:
                     self._start(job, sent + self.settings.lease_ttl)
-                if not jobs:
-                    self.store.wait_for_jobs(self.queues, self.settings.poll_interval)
         except BaseException as exc:
             log.critical("fetcher died", exc_info=True)
             self._fatal(exc)
+
+    def _fetch_failed(self, exc: BaseException, sent: float, streak: int) -> None:
+        self.health.failed(exc, sent)
+        transient = classify(exc) == "transient"
+        level = logging.WARNING if transient else logging.ERROR
+        if not worth_logging(streak):
+            level = logging.DEBUG
+        log.log(level, "fetching failed %d time(s) in a row (%s); retrying every %.1fs at most",
+                streak, one_line(exc), FETCH_BACKOFF_MAX, exc_info=not transient and streak == 1)
 
     def _start(self, job: Job, trusted_until: float) -> None:
         self.claimed += 1
         entry = Running(JobContext(job, self.store), trusted_until)
         self.registry.add(entry)
-        self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id)
+        self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
+                             detail={"task": job.task, "queue": job.queue})
         task = self.app.tasks.get(job.task)
         if task is None:
-            log.error("job %s: unknown task %r; dead-lettering it", job.id, job.task)
             self.registry.settle_once(entry)
-            self._settle(entry, Outcome(entry.lease, "dead", reason="unknown_task",
-                                        error=f"no task named {job.task!r} in this worker"))
+            first = job.task not in self._unknown_warned
+            self._unknown_warned.add(job.task)
+            self._settle(entry, unknown_task_outcome(
+                job, entry.lease, self.id, self.settings.unknown_task_timeout, warn=first))
             self.registry.mark(entry, returned=True)
             return
         if self.shutdown.phase == Phase.FORCED:

@@ -1,37 +1,43 @@
-"""Connections for the PostgreSQL store: URL parsing, the pool, and error mapping.
+"""Connections for the PostgreSQL store: URL parsing, the pool, and where errors are mapped.
 
-Everything that turns a driver failure into a tether error lives here, so the store methods
-read as plain queries. Transient trouble (refused, dropped, terminated, pool exhausted) becomes
-:class:`StoreUnavailable` with the driver error kept as ``__cause__``; a URL or login that can
-never work becomes :class:`ConfigError`; a missing table becomes :class:`SchemaError`.
+Everything that turns a driver failure into a tether error goes through here (the mapping
+itself is :mod:`driver_errors`), so the store methods read as plain queries. A URL or login
+that can never work is a :class:`ConfigError` when the store is opened; once it has run, a
+failing connection is :class:`StoreUnavailable` (a failover or a restart looks the same from
+here, and a worker must ride it out). No message ever carries the URL's password.
+
+Connections keep the user's own ``search_path``: tether's statements name their schema
+explicitly (see :mod:`queries_for`), so the connection :meth:`transaction` hands out sees the
+user's tables exactly as the user's own connections do, and a user table called ``jobs`` can
+never be confused with tether's.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import select
 import uuid
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
-from psycopg import sql
-from psycopg_pool import ConnectionPool, PoolClosed
 
-from tether.errors import ConfigError, SchemaError, StoreUnavailable
-from tether.stores.urls import redact, take_param
+from tether.errors import ConfigError, StoreUnavailable
+from tether.stores.postgres.driver_errors import mapped, one_line
+from tether.stores.postgres.pool import Conn, Pool
+from tether.stores.urls import redact, scrub, secrets_in, take_param
 
 DEFAULT_SCHEMA = "tether"
 # A schema name must also leave room for the "_jobs" NOTIFY channel within NAMEDATALEN (63).
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,57}$")
+# PostgreSQL's own schemas: tables created there are lost in the catalog or refused.
+_SYSTEM = re.compile(r"^(pg_.*|information_schema)$", re.IGNORECASE)
 # Connection failures that retrying will not fix: the URL or the credentials are wrong.
 _PERMANENT = ("does not exist", "authentication failed", "no pg_hba.conf entry", "invalid")
 
-Conn = psycopg.Connection[Any]
+__all__ = ["Conn", "Connector", "one_line", "split_url"]
 
 
 def split_url(url: str) -> tuple[str, str]:
@@ -45,20 +51,21 @@ def split_url(url: str) -> tuple[str, str]:
             f"invalid schema name {schema!r} in {redact(url)!r}: use letters, digits and "
             "underscores (at most 58 characters, not starting with a digit)"
         )
+    if _SYSTEM.match(schema):
+        raise ConfigError(
+            f"schema {schema!r} in {redact(url)!r} is PostgreSQL's own (pg_* and "
+            "information_schema are reserved): choose a schema of your own, e.g. schema=tether"
+        )
     return dsn, schema
 
 
-def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
-
-
-def connect_error(url: str, exc: psycopg.Error) -> ConfigError | StoreUnavailable:
-    """Classify a failure to connect: ConfigError when retrying cannot help."""
-    message = f"cannot connect to PostgreSQL at {redact(url)}: {one_line(exc)}"
-    if isinstance(exc, psycopg.ProgrammingError) or any(word in str(exc) for word in _PERMANENT):
-        return ConfigError(message)
-    return StoreUnavailable(message)
+def connect_error(url: str, exc: psycopg.Error, *, first: bool) -> ConfigError | StoreUnavailable:
+    """Classify a failure to connect: ConfigError when retrying cannot help (only when the
+    store is being opened: later, a failing connection is an outage to ride out)."""
+    message = scrub(f"cannot connect to PostgreSQL at {redact(url)}: {one_line(exc)}", url)
+    permanent = isinstance(exc, psycopg.ProgrammingError) or any(
+        word in str(exc) for word in _PERMANENT)
+    return ConfigError(message) if first and permanent else StoreUnavailable(message)
 
 
 class Connector:
@@ -81,7 +88,7 @@ class Connector:
             raise ConfigError(f"need 0 <= min_size <= max_size >= 1, got {min_size}/{max_size}")
         self.application_name = application_name or (f"tether-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         self.channel = f"{self.schema}_jobs"
-        self.search_path = sql.Identifier(self.schema).as_string(None)
+        self.connect_timeout = connect_timeout
         self._kwargs: dict[str, Any] = {
             "autocommit": True,
             "prepare_threshold": prepare_threshold,
@@ -95,89 +102,58 @@ class Connector:
             "keepalives_count": 3,
             "tcp_user_timeout": 10_000,
         }
-        self._own: weakref.WeakSet[Conn] = weakref.WeakSet()
-        # Fail fast with the real reason (wrong host, password, database) instead of a pool
-        # timeout 10 s later: one direct connection before the pool starts.
-        self.connect().close()
-        self.pool: ConnectionPool[Conn] = ConnectionPool(
-            self.dsn,
-            min_size=min_size,
-            max_size=max_size,
-            kwargs=self._kwargs,
-            configure=self._configure,
-            timeout=timeout,
-            name=self.application_name,
-            open=True,
-        )
+        self._opened = False
+        self.pool = Pool(self.connect, max_size=max_size, timeout=timeout)
+        # Fail fast with the real reason (wrong host, password, database) at open time: the
+        # preflight connection becomes the pool's first.
+        self.pool.add(self.connect())
+        self._opened = True
+        for _ in range(min_size - 1):
+            self.pool.add(self.connect())
 
-    def connect(self) -> Conn:
-        """A fresh connection outside the pool (preflight, LISTEN)."""
+    def connect(self, **overrides: Any) -> Conn:
+        """A fresh connection (the pool's, or the listener's own)."""
         try:
-            conn = psycopg.connect(self.dsn, **self._kwargs)
+            return psycopg.connect(self.dsn, **{**self._kwargs, **overrides})
         except psycopg.Error as exc:
-            raise connect_error(self.url, exc) from exc
-        try:
-            self._configure(conn)
-        except psycopg.Error as exc:
-            conn.close()
-            raise connect_error(self.url, exc) from exc
-        return conn
-
-    def _configure(self, conn: Conn) -> None:
-        conn.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(self.schema)))
-        self._own.add(conn)
-
-    def owns(self, conn: Conn) -> bool:
-        """True for connections this store configured (their search_path is ours)."""
-        return conn in self._own
+            error = connect_error(self.url, exc, first=not self._opened)
+            if any(secret in str(exc) for secret in secrets_in(self.url)):
+                raise error from None  # the driver quoted the password: do not chain it
+            raise error from exc
 
     @contextmanager
     def connection(self, conn: Conn | None = None) -> Iterator[Conn]:
         """A pool connection (or the caller's), with driver errors mapped to tether's."""
-        with errors_mapped():
+        with mapped():
             if conn is not None:
                 yield conn
                 return
-            pooled = self._checkout()
+            pooled = self.pool.getconn()
             try:
                 yield pooled
             finally:
                 self.pool.putconn(pooled)
 
-    def _checkout(self) -> Conn:
-        """A live pool connection. Dead idle connections (their backend was terminated, the
-        server restarted) are discarded and the next one tried at once: the pool's own check
-        loop would back off for seconds between them."""
-        for _ in range(self.pool.max_size):
+    @contextmanager
+    def transaction(self) -> Iterator[Conn]:
+        """A pool connection inside a transaction. Our own steps (checkout, BEGIN, COMMIT)
+        are mapped; what the caller's statements raise is theirs and passes unchanged."""
+        with mapped():
             conn = self.pool.getconn()
-            if _alive(conn):
-                return conn
-            conn.close()  # a closed connection is discarded, not re-queued, when handed back
+        try:
+            with mapped():
+                tx = conn.transaction()
+                tx.__enter__()
+            try:
+                yield conn
+            except BaseException as exc:
+                with mapped():
+                    tx.__exit__(type(exc), exc, exc.__traceback__)
+                raise
+            with mapped():
+                tx.__exit__(None, None, None)
+        finally:
             self.pool.putconn(conn)
-        return self.pool.getconn()
 
     def close(self) -> None:
         self.pool.close()
-
-
-def _alive(conn: Conn) -> bool:
-    """Liveness without a round trip: an idle connection has nothing to read, so a readable
-    socket means the server said goodbye (terminated backend, restart) or closed it."""
-    if conn.closed or conn.broken:
-        return False
-    readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-    return not readable
-
-
-@contextmanager
-def errors_mapped() -> Iterator[None]:
-    try:
-        yield
-    except psycopg.errors.UndefinedTable as exc:
-        raise SchemaError(
-            f"tether tables are missing ({one_line(exc)}): run `tether migrate` first"
-        ) from exc
-    except (psycopg.OperationalError, psycopg.InterfaceError, PoolClosed) as exc:
-        # OperationalError covers PoolTimeout, terminated backends, lost connections,
-        # deadlocks and serialization failures: all are safe for the caller to retry.
-        raise StoreUnavailable(f"PostgreSQL unavailable: {one_line(exc)}") from exc

@@ -3,7 +3,9 @@
 Migrations are the ``NNNN_name.sql`` files of the ``migrations`` package, applied in order,
 each recorded in ``schema_version``. :func:`migrate` runs in ONE transaction that first takes
 ``pg_advisory_xact_lock`` on the schema name, so processes starting together migrate once:
-the second waits, then finds the work done.
+the second waits, then finds the work done. The migration files name their tables without a
+schema: the transaction sets its own ``search_path`` to the schema (``SET LOCAL``, gone at
+commit), so the connection goes back to the pool with the user's path untouched.
 """
 
 from __future__ import annotations
@@ -45,13 +47,16 @@ def too_new(found: int, known: int) -> SchemaError:
 
 
 def migrate(conn: Conn, schema: str, queries: dict[str, str]) -> int:
-    """Create or upgrade ``schema`` on ``conn`` (autocommit, search_path = schema)."""
+    """Create or upgrade ``schema`` on ``conn`` (autocommit; statements bound to ``schema``)."""
     known = migrations()
     with conn.transaction():
         conn.execute(queries["migrate_lock"], {"schema": schema}, prepare=False)
         conn.execute(
             sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)),
             prepare=False,
+        )
+        conn.execute(
+            sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)), prepare=False
         )
         conn.execute(queries["create_version_table"], prepare=False)
         current = _version(conn, queries)

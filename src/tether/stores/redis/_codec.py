@@ -1,7 +1,9 @@
 """Encoding between tether's dataclasses and the Redis store's script arguments / replies.
 
 Times cross as text: Python's ``repr(float)`` round-trips exactly and the scripts store given
-times verbatim (see ``_lib.lua``). An absent hash field means ``None``.
+times verbatim (see ``_lib.lua``). An absent hash field means ``None``. A hash that does not
+decode (edited by hand, or half-written by a foreign tool) raises ``StoreError`` naming the
+job, never a raw ``KeyError``/``ValueError`` from here.
 """
 
 from __future__ import annotations
@@ -9,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
+from tether.errors import StoreError
 from tether.stores.base import Job, JobStatus, Lease, NewJob, Outcome
+from tether.text import clean_error
 
 ENQUEUE_FIELDS = 10
-FINISH_FIELDS = 10
+FINISH_FIELDS = 11
 
 
 def now_arg(now: float | None) -> str:
@@ -45,7 +49,7 @@ def enqueue_args(jobs: Sequence[NewJob]) -> list[str]:
 def lease_args(leases: Iterable[Lease]) -> list[str]:
     args: list[str] = []
     for lease in leases:
-        args += [str(int(lease.job_id)), str(int(lease.attempt)), lease.owner]
+        args += [str(int(lease.job_id)), str(int(lease.attempt)), lease.owner, lease.token]
     return args
 
 
@@ -56,12 +60,13 @@ def finish_args(outcomes: Sequence[Outcome]) -> list[str]:
             str(int(o.lease.job_id)),
             str(int(o.lease.attempt)),
             o.lease.owner,
+            o.lease.token,
             o.kind,
             "0" if o.result is None else "1",
             o.result or "",
             "0" if o.error is None else "1",
-            o.error or "",
-            o.reason or "",
+            "" if o.error is None else clean_error(o.error),
+            "" if not o.reason else clean_error(o.reason, 200),
             num(o.retry_delay),
         ]
     return args
@@ -79,6 +84,16 @@ def job_from_flat(flat: Sequence[Any]) -> Job:
 
 
 def job_from_dict(d: dict[str, str]) -> Job:
+    try:
+        return _job(d)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise StoreError(
+            f"redis job hash {d.get('id', '?')!r} does not decode ({type(exc).__name__}: "
+            f"{exc}); it was not written by this tether"
+        ) from exc
+
+
+def _job(d: dict[str, str]) -> Job:
     return Job(
         id=int(d["id"]),
         task=d["task"],
@@ -106,4 +121,5 @@ def job_from_dict(d: dict[str, str]) -> Job:
         unique_key=d.get("unique_key"),
         cancel_requested=d.get("cancel_requested", "0") == "1",
         errors=d.get("errors", "[]"),
+        lease_token=d.get("lease_token"),
     )

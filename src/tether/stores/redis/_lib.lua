@@ -52,30 +52,84 @@ local function terminate(id, q, old, new, now, now_s, ukey)
   release_unique(id, ukey)
 end
 
--- Append one {"attempt","error","reason","at"} record to the job's errors JSON text without
--- decoding it (cjson would re-format numbers); cjson only quotes the strings.
-local function add_error(id, attempt, err, reason, now_s)
+-- Append one {"attempt","error","reason","at","owner"} record (the one shape every store
+-- writes, from finish and reap alike) to the job's errors JSON text without decoding it (cjson
+-- would re-format numbers); cjson only quotes the strings. The caller cleaned the error text.
+local function add_error(id, attempt, err, reason, now_s, owner)
   local k = jk(id)
   local rec = '{"attempt":' .. attempt .. ',"error":' .. cjson.encode(err) .. ',"reason":'
-    .. (reason and cjson.encode(reason) or 'null') .. ',"at":' .. now_s .. '}'
+    .. (reason and cjson.encode(reason) or 'null') .. ',"at":' .. now_s .. ',"owner":'
+    .. cjson.encode(owner) .. '}'
   local errs = redis.call('HGET', k, 'errors')
   if not errs or errs == '[]' then errs = '[' .. rec .. ']'
   else errs = string.sub(errs, 1, -2) .. ',' .. rec .. ']' end
   redis.call('HSET', k, 'errors', errs, 'last_error', err)
 end
 
--- The fence: (id, attempt, owner) and status running. Returns the job's hash values or nil.
-local function fenced(id, attempt, owner)
+-- The fence: (id, attempt, owner, token) and status running. The token ('<nonce>:<id>', the
+-- nonce random per claim) is what an id reused after data loss cannot match. Returns the
+-- job's hash values or nil.
+local function fenced(id, attempt, owner, token)
   local v = redis.call('HMGET', jk(id), 'status', 'attempt', 'locked_by', 'queue', 'priority',
-    'failures', 'stall_count', 'max_attempts', 'max_stalls', 'unique_key', 'cancel_requested', 'run_at')
-  if v[1] == 'running' and v[2] == attempt and v[3] == owner then return v end
+    'failures', 'stall_count', 'max_attempts', 'max_stalls', 'unique_key', 'cancel_requested',
+    'run_at', 'lease_token')
+  if v[1] == 'running' and v[2] == attempt and v[3] == owner and v[13] == token then return v end
   return nil
 end
 
--- Leave running: drop the lease and the running-zset entry.
+-- A replayed outcome: this very outcome of this very claim was applied already (the row
+-- left running and still carries the claim's token and owner, and the digest of the outcome
+-- that finish applied: finish keeps all three for exactly this). Reap, a dead-letter retry and
+-- a new claim replace or drop the token, so a stale lease never matches; a *different*
+-- outcome from the same claim (a late 'error' after 'done') does not match the digest and is
+-- rejected, since it was not applied.
+local function applied(id, attempt, owner, token, digest)
+  if token == '' then return false end
+  local v = redis.call('HMGET', jk(id), 'status', 'attempt', 'lease_owner', 'lease_token',
+    'lease_outcome')
+  return v[1] ~= false and v[1] ~= 'running' and v[2] == attempt and v[3] == owner
+    and v[4] == token and v[5] == digest
+end
+
+-- Leave running: drop the lease and the running-zset entry. The token and its owner stay
+-- (see applied); forget_token drops them (and the applied outcome's digest) where the claim is over for good (reap, dlq retry).
 local function unlock(id)
   redis.call('ZREM', P .. ':running', id)
   redis.call('HDEL', jk(id), 'locked_by', 'lease_until')
+end
+
+local function forget_token(id)
+  redis.call('HDEL', jk(id), 'lease_token', 'lease_owner', 'lease_outcome')
+end
+
+-- Request records: a call that carries a request id stores its reply under
+-- P:req:<kind>:<rid> (with a TTL) in the same script as its writes, so a replay of the call
+-- (redis-py's retry after a lost reply, or the caller's own) answers from the record instead
+-- of writing again. ttl_ms is chosen by the caller (see store.py).
+local function req_key(kind, rid) return P .. ':req:' .. kind .. ':' .. rid end
+
+local function req_get(kind, rid)
+  if rid == '' then return nil end
+  local v = redis.call('GET', req_key(kind, rid))
+  if v == false then return nil end
+  return v
+end
+
+local function req_put(kind, rid, value, ttl_ms)
+  if rid ~= '' then redis.call('SET', req_key(kind, rid), value, 'PX', ttl_ms) end
+end
+
+-- Ids travel in request records as comma-separated integers (%d: exact below 2^53).
+local function join_ids(ids)
+  local parts = {}
+  for i, id in ipairs(ids) do parts[i] = string.format('%d', id) end
+  return table.concat(parts, ',')
+end
+
+local function split_ids(text)
+  local ids = {}
+  for part in string.gmatch(text, '[^,]+') do ids[#ids + 1] = tonumber(part) end
+  return ids
 end
 
 local function wake(queues)

@@ -1,20 +1,28 @@
 -- cancel: decide on the job's current status inside the script so a concurrent claim cannot
 -- slip between the read and the write. pending -> cancelled now (leaves the pending indexes,
 -- frees its unique key); running -> cancel_requested = 1 (the holder learns it from its next
--- heartbeat and finishes with outcome 'cancelled'); terminal -> untouched.
--- ARGV: P, now|'', id
+-- heartbeat; the request sticks however the attempt ends, see finish.lua and reap.lua);
+-- terminal -> untouched.
+-- Replays: the answer is recorded under P:req:cancel:<rid>, so a repeat whose first reply was
+-- lost says "cancelled" again rather than "finished".
+-- ARGV: P, now|'', rid|'', rid_ttl_ms, id
 -- Returns 0 unknown id, 1 cancelled, 2 requested, 3 already finished.
 local now, now_s = clock(ARGV[2])
-local id = ARGV[3]
+local rid, rid_ttl = ARGV[3], ARGV[4]
+local seen = req_get('cancel', rid)
+if seen then return tonumber(seen) end
+local id = ARGV[5]
 local v = redis.call('HMGET', jk(id), 'status', 'queue', 'priority', 'unique_key')
-if not v[1] then return 0 end
-if v[1] == 'pending' then
+local code = 3
+if not v[1] then
+  code = 0
+elseif v[1] == 'pending' then
   remove_pending(id, v[2], v[3])
   terminate(id, v[2], 'pending', 'cancelled', now, now_s, v[4])
-  return 1
-end
-if v[1] == 'running' then
+  code = 1
+elseif v[1] == 'running' then
   redis.call('HSET', jk(id), 'cancel_requested', 1)
-  return 2
+  code = 2
 end
-return 3
+if code ~= 0 then req_put('cancel', rid, code, rid_ttl) end
+return code

@@ -5,12 +5,31 @@
 -- not-yet-due job is never returned even if the clock moves backwards, and the cost is
 -- O(levels + limit * log n) per queue, never a scan. Candidates of all queues are merged by
 -- (priority, run_at, id) and the first `limit` win.
--- ARGV: P, now|'', owner, limit, lease_ttl, queue...
+-- The token: each claimed job gets lease_token = '<nonce>:<id>' (nonce: 128 random bits from
+-- the claimer, or its request id) and lease_owner = owner, in this same write; every fenced
+-- script matches it, so an id reused after data loss can never match an old claim.
+-- Replays: the claimed ids are recorded under P:req:claim:<nonce> (TTL rec_ttl_ms). A repeat
+-- with the same nonce returns the jobs of that record still running under its token and
+-- owner, and claims nothing more: the worker gets the jobs it holds, none is orphaned.
+-- ARGV: P, now|'', owner, limit, lease_ttl, nonce, rec_ttl_ms, queue...
 -- Returns one HGETALL array per claimed job, in claim order.
 local now, now_s = clock(ARGV[2])
 local owner, limit, ttl = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local nonce, rec_ttl = ARGV[6], ARGV[7]
+local seen = req_get('claim', nonce)
+if seen then
+  local out = {}
+  for _, id in ipairs(split_ids(seen)) do
+    local sid = string.format('%d', id)
+    local v = redis.call('HMGET', jk(sid), 'status', 'locked_by', 'lease_token')
+    if v[1] == 'running' and v[2] == owner and v[3] == nonce .. ':' .. sid then
+      out[#out + 1] = redis.call('HGETALL', jk(sid))
+    end
+  end
+  return out
+end
 local cands = {}
-for i = 6, #ARGV do
+for i = 8, #ARGV do
   local q = ARGV[i]
   local got = 0
   local levels = redis.call('ZRANGE', P .. ':prios:' .. q, 0, -1)
@@ -31,17 +50,20 @@ table.sort(cands, function(a, b)
 end)
 local lease_until = now + ttl
 local lease_s = fmt(lease_until)
-local out = {}
+local out, ids = {}, {}
 for n = 1, math.min(limit, #cands) do
   local c = cands[n]
-  local id = tostring(c[3])
+  local id = string.format('%d', c[3])
   local k = jk(id)
   remove_pending(id, c[4], c[5])
   move_idx(id, c[4], 'pending', 'running')
   redis.call('ZADD', P .. ':running', lease_until, id)
   redis.call('HINCRBY', k, 'attempt', 1)
   redis.call('HSET', k, 'status', 'running', 'locked_by', owner, 'lease_until', lease_s,
-    'started_at', now_s, 'cancel_requested', 0)
+    'started_at', now_s, 'cancel_requested', 0, 'lease_token', nonce .. ':' .. id,
+    'lease_owner', owner)
   out[#out + 1] = redis.call('HGETALL', k)
+  ids[#ids + 1] = c[3]
 end
+req_put('claim', nonce, join_ids(ids), rec_ttl)
 return out

@@ -5,9 +5,15 @@ Invariants (those of :mod:`tether.stores.base`, kept the Redis way):
 * Each state change of a job (enqueue, claim, heartbeat, finish, reap, cancel, retry_failed,
   checkpoint/progress, prune) is ONE script over a whole batch, so Redis' single-threaded
   script execution makes it atomic: no client ever sees a job half-moved between indexes, and
-  two claimers can never take the same (job, attempt).
-* Every write about a running job is fenced inside its script by (id, attempt, owner) and
-  ``status == 'running'``.
+  two claimers can never take the same (job, attempt). Redis never rolls a script back, so
+  scripts check their input before the first write (a batch is all or nothing).
+* Every write about a running job is fenced inside its script by (id, attempt, owner, token)
+  and ``status == 'running'``; the token (``<nonce>:<id>``, nonce 128 random bits per claim)
+  keeps old claims fenced off new jobs when ids are reused after data loss.
+* Every call is safe to repeat (redis-py's retry replays a script whose reply was lost): a
+  request id makes enqueue, claim, cancel and retry_failed answer a repeat from the record
+  their first run wrote; finish recognises its own applied outcome by the kept token;
+  heartbeat, checkpoint/progress, leader calls and worker registration are idempotent.
 * The store's clock is the server's ``TIME``, read inside the script, unless the caller
   passes an explicit ``now`` (scripts receive ``''`` for "none").
 * Indexes are sorted sets, so the hot paths are range reads, O(batch * log n): no KEYS/SCAN.
@@ -18,8 +24,11 @@ Key layout (``P`` is the prefix, default ``tether``, from ``?prefix=`` in the UR
 written outside ``P:``::
 
     P:schema_version              string   1 (SET NX by migrate)
+    P:epoch                       string   random, made by migrate: gone = data lost (_watch)
+    P:incidents                   hash     run_id, restarts_seen, data_loss, last_*_at
     P:ids                         string   INCR counter of job ids
-    P:job:{id}                    hash     every field of base.Job; absent field = None
+    P:job:{id}                    hash     every field of base.Job (absent = None), plus
+                                           lease_owner (the owner of lease_token)
     P:queues                      set      every queue name ever enqueued to
     P:prios:{queue}               zset     priority levels with pending jobs (score = member)
     P:pending:{queue}:{priority}  zset     pending jobs, score run_at, member id zero-padded
@@ -28,6 +37,7 @@ written outside ``P:``::
     P:idx:{queue}:{status}        zset     job ids by status, score id (list_jobs, counts)
     P:finished:{status}           zset     terminal jobs, score finished_at (prune range)
     P:unique                      hash     unique_key -> id of its live (non-terminal) job
+    P:req:{call}:{request id}     string   a call's reply, for its replays (expires: PX)
     P:workers                     hash     worker id -> JSON {host, pid, queues, concurrency,
                                            started_at}
     P:workers:seen                zset     worker id, score last_seen
@@ -41,16 +51,14 @@ needs a standalone Redis (or a single-shard deployment), not Redis Cluster.
 
 from __future__ import annotations
 
-import json
+import secrets
+import threading
 from collections.abc import Sequence
 from functools import cache
 from typing import Any, cast
 
-from tether.errors import (
-    ConfigError,
-    JobNotFound,
-    SchemaError,
-)
+from tether import limits
+from tether.errors import JobNotFound, SchemaError, StoreError, StoreUnavailable
 from tether.stores import queries
 from tether.stores.base import (
     REAPED_ERROR,
@@ -62,25 +70,35 @@ from tether.stores.base import (
     Lease,
     NewJob,
     Outcome,
-    QueueCount,
     Reaped,
+    RetryResult,
     StoreInfo,
-    WorkerInfo,
 )
 from tether.stores.redis import _codec as codec
-from tether.stores.redis._conn import connect, io, split_url
+from tether.stores.redis import _url
+from tether.stores.redis._conn import connect, io
+from tether.stores.redis._inspection import Inspection
 from tether.stores.redis._waker import Waker
-from tether.stores.urls import redact
+from tether.stores.redis._watch import ServerWatch
+from tether.stores.redis.ops import OpsMixin
 
 SCHEMA_VERSION = 1
-DEFAULT_PREFIX = "tether"
+DEFAULT_PREFIX = _url.DEFAULT_PREFIX
 _SCRIPTS = (
     "enqueue", "claim", "heartbeat", "finish", "reap", "cancel", "retry_failed",
     "fenced_write", "prune", "leader_acquire", "leader_renew", "leader_release",
-    "worker_register", "worker_unregister", "list_jobs", "counts",
+    "worker_register", "worker_unregister", "list_jobs", "counts", "observe",
 )  # fmt: skip
 _KINDS = frozenset({"done", "error", "dead", "cancelled", "released", "stalled"})
 _CANCEL: dict[int, CancelResult] = {1: "cancelled", 2: "requested", 3: "finished"}
+#: How long request records live (ms). A caller's own request id is honoured for 24 h (the
+#: contract); an id the store draws itself only has to outlive redis-py's immediate retry of
+#: the same call (seconds), so it costs little memory on busy servers.
+CALLER_REQUEST_TTL_MS = 24 * 3600 * 1000
+OWN_REQUEST_TTL_MS = 60 * 1000
+#: A claim's record lives at least this long, and at least two lease TTLs (a replay after the
+#: leases expired finds nothing running under them anyway).
+MIN_CLAIM_RECORD_MS = 60 * 1000
 
 
 @cache
@@ -89,33 +107,70 @@ def _script_text(name: str) -> str:
     return queries.read(pkg, "_lib.lua") + "\n" + queries.read(pkg, f"{name}.lua")
 
 
-class RedisStore:
+def _request(request_id: str | None) -> tuple[str, str]:
+    """(request id, its record TTL in ms): the caller's, else a fresh one of our own."""
+    if request_id is None:
+        return secrets.token_hex(16), str(OWN_REQUEST_TTL_MS)
+    limits.check_text(request_id, "request_id", limit=limits.MAX_NAME)
+    return request_id, str(CALLER_REQUEST_TTL_MS)
+
+
+class RedisStore(Inspection, OpsMixin):
     """A tether store on a standalone Redis >= 5 (or Valkey); see the module docstring."""
 
     kind = "redis"
 
     def __init__(self, url: str, *, prefix: str | None = None, **options: Any) -> None:
-        client_url, url_prefix = split_url(url)
-        self.prefix = prefix or url_prefix or DEFAULT_PREFIX
-        if any(c.isspace() for c in self.prefix) or "*" in self.prefix:
-            raise ConfigError(f"invalid redis key prefix {self.prefix!r}")
-        self._url = redact(client_url)
-        self._client = connect(client_url, options)
+        checked = _url.parse(url, prefix)
+        self.prefix = checked.prefix
+        self._url = checked.shown
+        self._client = connect(checked.client_url, options)
         self._scripts = {n: self._client.register_script(_script_text(n)) for n in _SCRIPTS}
-        self._waker = Waker(self._client, f"{self.prefix}:wake")
+        self._watch = ServerWatch(f"{self._url} prefix {self.prefix!r}")
+        # A lost subscription means the server went away: look for a restart at once after.
+        self._waker = Waker(self._client, f"{self.prefix}:wake", self._watch.soon)
+        self._marks = threading.local()  # per thread: wake-up mark taken before its claim
+
+    @property
+    def check_interval(self) -> float:
+        """Seconds between looks for a server restart / data loss on claim and heartbeat."""
+        return self._watch.interval
+
+    @check_interval.setter
+    def check_interval(self, seconds: float) -> None:
+        self._watch.interval = seconds
 
     def _run(self, name: str, *args: Any) -> Any:
-        with io():
-            return self._scripts[name](args=[self.prefix, *args])
+        try:
+            with io():
+                return self._scripts[name](args=[self.prefix, *args])
+        except StoreUnavailable:
+            self._watch.soon()  # the server may be restarting: look as soon as it answers
+            raise
 
     def _key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
 
+    def _observe(self, *, create: bool = False) -> None:
+        """Look for a restart or data loss (see _watch.py); never fails the caller's call."""
+        epoch, run_id = self._watch.known()
+        fresh = secrets.token_hex(16)
+        flag = "1" if create else "0"
+        try:
+            reply = self._run("observe", epoch, run_id, fresh, flag, str(SCHEMA_VERSION))
+        except StoreError:
+            if create:
+                raise
+            return
+        self._watch.update(reply)
+
+    def _observe_if_due(self) -> None:
+        if self._watch.due():
+            self._observe()
+
     # -- lifecycle ---------------------------------------------------------------------------
     def migrate(self) -> int:
-        key = self._key("schema_version")
-        with io():
-            self._client.set(key, SCHEMA_VERSION, nx=True)
+        self._observe(create=True)  # detects a loss first, then creates what is missing
         self.check_schema()
         return self._schema_version()
 
@@ -143,16 +198,25 @@ class RedisStore:
 
     def info(self) -> StoreInfo:
         with io():
-            server = self._client.info("server")
-            persistence = self._client.info("persistence")
-            memory = self._client.info("memory")
-            raw = self._client.get(self._key("schema_version"))
+            pipe = self._client.pipeline(transaction=False)
+            pipe.info("server")
+            pipe.info("persistence")
+            pipe.info("memory")
+            pipe.get(self._key("schema_version"))
+            pipe.hgetall(self._key("incidents"))
+            server, persistence, memory, raw, incidents = pipe.execute()
         extra = {
             "prefix": self.prefix,
             "redis_version": str(server.get("redis_version", "?")),
+            "run_id": str(server.get("run_id", "?")),
             "aof_enabled": str(persistence.get("aof_enabled", "?")),
             "maxmemory_policy": str(memory.get("maxmemory_policy", "?")),
+            "restarts_seen": str(incidents.get("restarts_seen", "0")),
+            "data_loss": str(incidents.get("data_loss", "0")),
         }
+        for field in ("last_restart_at", "last_data_loss_at"):
+            if field in incidents:
+                extra[field] = str(incidents[field])
         return StoreInfo(self.kind, self._url, int(raw) if raw else 0, extra)
 
     def now(self) -> float:
@@ -161,25 +225,34 @@ class RedisStore:
         return int(seconds) + int(micros) / 1_000_000
 
     # -- producers ---------------------------------------------------------------------------
-    def enqueue(self, jobs: Sequence[NewJob], *, now: float | None = None) -> list[int]:
+    def enqueue(
+        self, jobs: Sequence[NewJob], *, now: float | None = None, request_id: str | None = None
+    ) -> list[int]:
+        limits.check_jobs(jobs)  # the whole batch, before any write
         if not jobs:
             return []
-        ids = self._run("enqueue", codec.now_arg(now), *codec.enqueue_args(jobs))
+        rid, ttl = _request(request_id)
+        ids = self._run("enqueue", codec.now_arg(now), rid, ttl, *codec.enqueue_args(jobs))
         return [int(i) for i in ids]
 
     def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
-        code = int(self._run("cancel", codec.now_arg(now), str(int(job_id))))
+        job_id = limits.check_job_id(job_id)
+        rid, ttl = _request(None)
+        code = int(self._run("cancel", codec.now_arg(now), rid, ttl, str(job_id)))
         if code == 0:
             raise JobNotFound(job_id)
         return _CANCEL[code]
 
-    def retry_failed(self, job_ids: Sequence[int] | None, *, now: float | None = None) -> int:
-        if job_ids is None:
-            return int(self._run("retry_failed", codec.now_arg(now), "1"))
-        if not job_ids:
-            return 0
-        ids = [str(int(i)) for i in job_ids]
-        return int(self._run("retry_failed", codec.now_arg(now), "0", *ids))
+    def retry_failed(
+        self, job_ids: Sequence[int] | None, *, now: float | None = None
+    ) -> RetryResult:
+        ids = None if job_ids is None else [str(limits.check_job_id(i)) for i in job_ids]
+        if ids == []:
+            return RetryResult(0)
+        rid, ttl = _request(None)
+        which = ["1"] if ids is None else ["0", *ids]
+        moved, conflicts = self._run("retry_failed", codec.now_arg(now), rid, ttl, *which)
+        return RetryResult(int(moved), tuple(int(i) for i in conflicts))
 
     # -- the lease protocol ------------------------------------------------------------------
     def claim(
@@ -190,13 +263,25 @@ class RedisStore:
         lease_ttl: float,
         *,
         now: float | None = None,
+        request_id: str | None = None,
     ) -> list[Job]:
         wanted = list(dict.fromkeys(queues))
         if limit <= 0 or not wanted:
             return []
+        self._observe_if_due()
+        # Taken before the claim: a wake-up that arrives while an empty claim's reply is on
+        # its way back still ends this thread's next wait_for_jobs at once.
+        mark = self._waker.mark()
+        self._marks.seq = None
+        nonce = secrets.token_hex(16) if request_id is None else request_id
+        if request_id is not None:
+            limits.check_text(request_id, "request_id", limit=limits.MAX_NAME)
+        record_ms = str(max(MIN_CLAIM_RECORD_MS, int(lease_ttl * 2000)))
         rows = self._run(
-            "claim", codec.now_arg(now), owner, str(int(limit)), codec.num(lease_ttl), *wanted
-        )
+            "claim", codec.now_arg(now), owner, str(int(limit)), codec.num(lease_ttl), nonce,
+            record_ms, *wanted,
+        )  # fmt: skip
+        self._marks.seq = mark
         return [codec.job_from_flat(row) for row in rows]
 
     def heartbeat(
@@ -207,6 +292,7 @@ class RedisStore:
         *,
         now: float | None = None,
     ) -> HeartbeatResult:
+        self._observe_if_due()
         lost, cancel = self._run(
             "heartbeat",
             codec.now_arg(now),
@@ -222,13 +308,17 @@ class RedisStore:
     def finish(self, outcomes: Sequence[Outcome], *, now: float | None = None) -> list[Lease]:
         if not outcomes:
             return []
-        for o in outcomes:
+        for o in outcomes:  # the whole batch is checked before any write
             if o.kind not in _KINDS:
                 raise ValueError(f"unknown outcome kind {o.kind!r}")
+            if o.result is not None:
+                limits.check_json_text(o.result, "result")
+            limits.check_delay(o.retry_delay, "retry_delay")
         rejected = self._run("finish", codec.now_arg(now), *codec.finish_args(outcomes))
         return [outcomes[int(i) - 1].lease for i in rejected]
 
     def _fenced_write(self, lease: Lease, field: str, value: str) -> bool:
+        limits.check_json_text(value, field)
         args = [*codec.lease_args([lease]), field, value]
         return bool(int(self._run("fenced_write", *args)))
 
@@ -256,9 +346,11 @@ class RedisStore:
         return float(first[0][1]) if first else None
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
+        since: int | None = getattr(self._marks, "seq", None)
+        self._marks.seq = None  # one claim, one wait
         if timeout <= 0:
             return False
-        return self._waker.wait(queues, timeout)
+        return self._waker.wait(queues, timeout, since)
 
     def notify(self, queues: Sequence[str]) -> None:
         names = list(dict.fromkeys(queues))
@@ -287,6 +379,12 @@ class RedisStore:
         holder, term, expires = row
         return Leadership(name, str(holder), int(term), float(expires))
 
+    def leader_get(self, name: str) -> Leadership | None:
+        """A plain HMGET of the lease hash (deleted on release)."""
+        with io():
+            row = self._client.hmget(self._key("leader", name), "holder", "term", "expires_at")
+        return None if row[0] is None else self._leadership(name, row)
+
     def leader_acquire(
         self, name: str, holder: str, ttl: float, *, now: float | None = None
     ) -> Leadership | None:
@@ -301,65 +399,3 @@ class RedisStore:
 
     def leader_release(self, name: str, holder: str, term: int) -> bool:
         return bool(int(self._run("leader_release", name, holder, str(int(term)))))
-
-    # -- inspection --------------------------------------------------------------------------
-    def get_job(self, job_id: int) -> Job | None:
-        with io():
-            row = self._client.hgetall(self._key("job", str(int(job_id))))
-        return codec.job_from_dict(cast(dict[str, str], row)) if row else None
-
-    def list_jobs(
-        self,
-        *,
-        status: JobStatus | None = None,
-        queue: str | None = None,
-        after_id: int | None = None,
-        limit: int = 100,
-    ) -> list[Job]:
-        if limit <= 0:
-            return []
-        after = str(int(after_id)) if after_id is not None else "-inf"
-        rows = self._run("list_jobs", status or "", queue or "", after, str(int(limit)))
-        return [codec.job_from_flat(row) for row in rows]
-
-    def counts(self) -> list[QueueCount]:
-        flat = self._run("counts")
-        return [
-            QueueCount(str(flat[i]), cast(JobStatus, flat[i + 1]), int(flat[i + 2]))
-            for i in range(0, len(flat), 3)
-        ]
-
-    def register_worker(self, worker: WorkerInfo, *, now: float | None = None) -> None:
-        info = {
-            "host": worker.host,
-            "pid": worker.pid,
-            "queues": list(worker.queues),
-            "concurrency": worker.concurrency,
-        }
-        self._run("worker_register", codec.now_arg(now), worker.id, json.dumps(info))
-
-    def unregister_worker(self, worker_id: str) -> None:
-        self._run("worker_unregister", worker_id)
-
-    def list_workers(self) -> list[WorkerInfo]:
-        with io():
-            pipe = self._client.pipeline(transaction=True)
-            pipe.hgetall(self._key("workers"))
-            pipe.zrange(self._key("workers:seen"), 0, -1, withscores=True)
-            rows, seen = pipe.execute()
-        last_seen = {str(member): float(score) for member, score in seen}
-        workers = []
-        for worker_id, text in sorted(rows.items()):
-            d = json.loads(text)
-            workers.append(
-                WorkerInfo(
-                    id=worker_id,
-                    host=str(d["host"]),
-                    pid=int(d["pid"]),
-                    queues=tuple(str(q) for q in d["queues"]),
-                    concurrency=int(d["concurrency"]),
-                    started_at=float(d["started_at"]),
-                    last_seen=last_seen.get(worker_id, float(d["started_at"])),
-                )
-            )
-        return workers

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from tether.limits import check_job_id, check_page
 from tether.stores.base import (
     TERMINAL,
     Job,
@@ -19,16 +20,34 @@ from tether.stores.base import (
 from tether.stores.sqlite._db import Connections, guarded
 from tether.stores.sqlite._rows import Q, job_from_row, store_now
 
+#: How long a request id protects a call against replays (base contract: 24 h).
+REQUEST_TTL = 86_400.0
+_PRUNE_BATCH = 10_000
+
 
 class AdminMixin:
     """Everything off the lease hot path: prune, leader leases, workers, inspection."""
 
     _db: Connections
 
+    @guarded
     def housekeeping(self) -> str | None:
-        """SQLite deletes index entries in place (no MVCC versions), so claims never walk
-        past old ones: nothing to do."""
-        return None
+        """Delete request records (replay protection of enqueue/claim) older than 24 h.
+
+        Indexes need nothing: SQLite deletes index entries in place (no MVCC versions), so
+        claims never walk past old ones. The maintainer calls this every few seconds, so the
+        write lock is taken only when a plain read (one index probe) finds records due."""
+        conn = self._db.get()
+        t = store_now(conn, None)
+        cutoff = t - REQUEST_TTL
+        oldest = conn.execute(Q["requests_oldest"]).fetchone()[0]
+        if oldest is None or oldest >= cutoff:
+            return None
+        with self._db.write() as conn:
+            deleted: int = conn.execute(
+                Q["requests_prune"], {"cutoff": cutoff, "limit": _PRUNE_BATCH}
+            ).rowcount
+        return f"deleted {deleted} request records older than 24 h" if deleted else None
 
     @guarded
     def prune(
@@ -76,10 +95,15 @@ class AdminMixin:
             ).rowcount
         return changed == 1
 
+    @guarded
+    def leader_get(self, name: str) -> Leadership | None:
+        row = self._db.get().execute(Q["leader_get"], {"name": name}).fetchone()
+        return None if row is None else Leadership(*row)
+
     # -- inspection --------------------------------------------------------------------------
     @guarded
     def get_job(self, job_id: int) -> Job | None:
-        row = self._db.get().execute(Q["get_job"], {"id": job_id}).fetchone()
+        row = self._db.get().execute(Q["get_job"], {"id": check_job_id(job_id)}).fetchone()
         return None if row is None else job_from_row(row)
 
     @guarded
@@ -95,7 +119,7 @@ class AdminMixin:
             "status": status,
             "queue": queue,
             "after_id": after_id if after_id is not None else 0,
-            "limit": limit,
+            "limit": check_page(limit),
         }
         return [job_from_row(row) for row in self._db.get().execute(Q["list_jobs"], params)]
 
@@ -105,19 +129,17 @@ class AdminMixin:
 
     @guarded
     def register_worker(self, worker: WorkerInfo, *, now: float | None = None) -> None:
+        params = {
+            "id": worker.id,
+            "host": worker.host,
+            "pid": worker.pid,
+            "queues": json.dumps(list(worker.queues)),
+            "concurrency": worker.concurrency,
+            "now": now,
+        }
         with self._db.write() as conn:
-            t = store_now(conn, now)
-            conn.execute(
-                Q["register_worker"],
-                {
-                    "id": worker.id,
-                    "host": worker.host,
-                    "pid": worker.pid,
-                    "queues": json.dumps(list(worker.queues)),
-                    "concurrency": worker.concurrency,
-                    "now": t,
-                },
-            )
+            params["now"] = store_now(conn, now)
+            conn.execute(Q["register_worker"], params)
 
     @guarded
     def unregister_worker(self, worker_id: str) -> None:

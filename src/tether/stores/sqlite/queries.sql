@@ -14,7 +14,12 @@ SELECT (julianday('now') - 2440587.5) * 86400.0
 -- name: schema_tables
 -- Which of tether's tables exist; check_schema compares against the full set.
 SELECT name FROM sqlite_master
-WHERE type = 'table' AND name IN ('jobs', 'workers', 'leaders', 'schema_version')
+WHERE type = 'table' AND name IN ('jobs', 'workers', 'leaders', 'schema_version', 'requests')
+
+-- name: schema_version_exists
+-- migrate reads the version first (inside its write lock) to pick the steps; a fresh file has
+-- no schema_version table yet.
+SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'
 
 -- name: schema_version
 -- The newest applied schema version (NULL on an empty table).
@@ -28,14 +33,36 @@ INSERT OR IGNORE INTO schema_version (version, applied_at) VALUES (:version, :no
 -- A live job holding the key; a point lookup through the partial unique index jobs_unique.
 SELECT id FROM jobs WHERE unique_key = :unique_key AND status IN ('pending', 'running')
 
+-- name: request_find
+-- A request id seen within the last 24 h: the call is a replay (its reply was lost) and is
+-- answered from the record instead of being applied again.
+SELECT reply FROM requests WHERE kind = :kind AND id = :request_id AND created_at > :now - 86400
+
+-- name: request_insert
+-- Written in the transaction of the call's effect, so both commit or neither. OR REPLACE: a
+-- record older than 24 h with the same id (not yet pruned) is taken over.
+INSERT OR REPLACE INTO requests (kind, id, reply, created_at)
+VALUES (:kind, :request_id, :reply, :now)
+
+-- name: requests_oldest
+-- housekeeping's cheap test (one probe of requests_age) before it takes the write lock.
+SELECT min(created_at) FROM requests
+
+-- name: requests_prune
+-- Records older than 24 h, oldest first through requests_age, a bounded batch per call.
+DELETE FROM requests WHERE (kind, id) IN (
+    SELECT kind, id FROM requests WHERE created_at < :cutoff ORDER BY created_at LIMIT :limit
+)
+
 -- name: enqueue_insert
 -- One new pending job. Run per job inside the batch's single transaction so the id of each
 -- input is known (lastrowid) and a unique_key inserted earlier in the batch is seen by
--- enqueue_find_unique for the later ones.
+-- enqueue_find_unique for the later ones. The due time is computed here (run_at, else store now
+-- + delay) so that Python has nothing to compute while the write lock is held.
 INSERT INTO jobs (task, queue, payload, status, priority, run_at, max_attempts, max_stalls,
                   unique_key, created_at)
-VALUES (:task, :queue, :payload, 'pending', :priority, :run_at, :max_attempts, :max_stalls,
-        :unique_key, :now)
+VALUES (:task, :queue, :payload, 'pending', :priority, coalesce(:run_at, :now + :delay),
+        :max_attempts, :max_stalls, :unique_key, :now)
 
 -- name: claim
 -- The claim IS the lease grant: one UPDATE moves the chosen pending rows to running and sets
@@ -45,6 +72,8 @@ VALUES (:task, :queue, :payload, 'pending', :priority, :run_at, :max_attempts, :
 -- array, deduplicated by Python) the correlated subquery walks the partial index jobs_claim in
 -- (priority, run_at, id) order and stops after :limit due rows, so a claim costs
 -- O(queues * limit) however large the backlog is; only those few candidates get sorted.
+-- lease_token = nonce:id, where :nonce is 128 random bits drawn by Python per claim call (or the
+-- caller's request id): the fence that an id reused after data loss cannot match.
 -- RETURNING order is unspecified: Python sorts.
 UPDATE jobs
 SET status = 'running',
@@ -52,7 +81,8 @@ SET status = 'running',
     lease_until = :now + :lease_ttl,
     attempt = attempt + 1,
     started_at = :now,
-    cancel_requested = 0
+    cancel_requested = 0,
+    lease_token = :nonce || ':' || id
 WHERE id IN (
     SELECT j.id
     FROM json_each(:queues) AS q
@@ -68,12 +98,25 @@ WHERE id IN (
 RETURNING id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
           stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
           finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-          cancel_requested, errors
+          cancel_requested, errors, lease_token
+
+-- name: claim_replayed
+-- A claim repeated with the same request id (its reply was lost): the jobs it claimed that are
+-- still running under this owner, found by their token (nonce:id). Nothing more is claimed.
+-- Scans only the running jobs (partial index jobs_lease); replays are rare.
+SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
+       stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
+       finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
+       cancel_requested, errors, lease_token
+FROM jobs INDEXED BY jobs_lease
+WHERE status = 'running' AND locked_by = :owner
+  AND lease_token = :nonce || ':' || id
 
 -- name: heartbeat
 -- Renew every lease of the batch in one statement. :leases is a JSON array of
--- [id, attempt, owner]; each row is fenced by (id, attempt, owner) and status = 'running', so a
--- lease that was reaped, re-claimed or finished is simply not returned (Python reports it lost).
+-- [id, attempt, owner, token]; each row is fenced by (id, attempt, owner, token) and status =
+-- 'running', so a lease that was reaped, re-claimed or finished is simply not returned (Python
+-- reports it lost).
 -- cancel_requested comes back so the holder learns about a cancel in the same round trip.
 -- The unary + on jobs.status keeps the planner off any status index: the batch (json_each) must
 -- drive the loop with a primary-key probe per lease, never a scan of all running jobs.
@@ -82,14 +125,16 @@ SET lease_until = :now + :lease_ttl
 FROM (
     SELECT json_extract(value, '$[0]') AS id,
            json_extract(value, '$[1]') AS attempt,
-           json_extract(value, '$[2]') AS owner
+           json_extract(value, '$[2]') AS owner,
+           json_extract(value, '$[3]') AS token
     FROM json_each(:leases)
 ) AS lease
 WHERE jobs.id = lease.id
   AND jobs.attempt = lease.attempt
   AND jobs.locked_by = lease.owner
+  AND jobs.lease_token = lease.token
   AND +jobs.status = 'running'
-RETURNING id, attempt, locked_by, cancel_requested
+RETURNING id, attempt, locked_by, lease_token, cancel_requested
 
 -- name: touch_worker
 -- The worker row's last_seen, in the heartbeat's transaction.
@@ -97,16 +142,20 @@ UPDATE workers SET last_seen = :now WHERE id = :owner
 
 -- name: finish
 -- Apply a batch of outcomes in one statement. :outcomes is a JSON array of
--- [id, attempt, owner, kind, result, error, reason, retry_delay]; reason is already defaulted by
--- Python ('error' for error/dead). The subquery applies the fence (id, attempt, owner, running)
--- and computes the next status once, by the counting rules of base.py:
---   error     -> pending while failures + 1 + stall_count < max_attempts, else failed
---   dead      -> failed;  done -> done;  cancelled -> cancelled
+-- [id, attempt, owner, token, kind, result, error, reason, retry_delay]; error is already
+-- cleaned and reason defaulted by Python. The subquery applies the fence (id, attempt, owner,
+-- token, running) and computes the next status once, by the counting rules of base.py:
+--   done -> done;  cancelled -> cancelled;  dead -> failed
+--   error / released / stalled with cancel_requested -> cancelled (a requested cancel sticks)
 --   released  -> pending, interruptions + 1 (neither a failure nor a stall)
 --   stalled   -> stall_count + 1; pending while stall_count + 1 < max_stalls and
 --                failures + stall_count + 1 < max_attempts (the reap rule), else failed
--- Only a retried error moves run_at (now + retry_delay). A released or stalled job keeps its
--- run_at: it was due when claimed, so it is due at once and keeps its place in line.
+--   error     -> pending while failures + 1 + stall_count < max_attempts, else failed
+-- A retried error moves run_at to now + retry_delay; a released job keeps its run_at (due at
+-- once, in its place in line) unless it asks for a delay; a stalled job always keeps it. lease_token is kept: a replayed
+-- finish recognises its own applied outcome by it (Python's finish_replayed).
+-- The error record: exactly attempt, error, reason, at, owner; a non-JSON errors column
+-- (written by another program) restarts as [] rather than failing the write.
 -- SET expressions read the old row, so counters and the error record see pre-update values.
 -- Python guarantees one outcome per job id per execution, so a returned id names its outcome.
 -- The unary + on status terms keeps the planner on primary-key probes driven by the batch.
@@ -115,14 +164,17 @@ SET status = o.next_status,
     failures = jobs.failures + (o.kind IN ('error', 'dead')),
     interruptions = jobs.interruptions + (o.kind = 'released'),
     stall_count = jobs.stall_count + (o.kind = 'stalled'),
-    run_at = CASE WHEN o.kind = 'error' AND o.next_status = 'pending'
+    run_at = CASE WHEN o.next_status = 'pending'
+                   AND (o.kind = 'error' OR (o.kind = 'released' AND o.retry_delay > 0))
                   THEN :now + o.retry_delay ELSE jobs.run_at END,
     result = CASE o.kind WHEN 'done' THEN o.result ELSE jobs.result END,
     last_error = coalesce(o.error, jobs.last_error),
     errors = CASE WHEN o.error IS NULL THEN jobs.errors
-                  ELSE json_insert(jobs.errors, '$[#]',
+                  ELSE json_insert(CASE WHEN json_valid(jobs.errors) THEN jobs.errors
+                                        ELSE '[]' END, '$[#]',
                                    json_object('attempt', jobs.attempt, 'error', o.error,
-                                               'reason', o.reason, 'at', :now)) END,
+                                               'reason', o.reason, 'at', :now,
+                                               'owner', jobs.locked_by)) END,
     failure_reason = CASE o.next_status WHEN 'failed' THEN o.reason ELSE jobs.failure_reason END,
     finished_at = CASE WHEN o.next_status IN ('done', 'failed', 'cancelled') THEN :now
                        ELSE jobs.finished_at END,
@@ -131,60 +183,95 @@ SET status = o.next_status,
 FROM (
     SELECT j.id AS id, x.kind AS kind, x.result AS result, x.error AS error,
            x.reason AS reason, x.retry_delay AS retry_delay,
-           CASE x.kind
-               WHEN 'done' THEN 'done'
-               WHEN 'cancelled' THEN 'cancelled'
-               WHEN 'released' THEN 'pending'
-               WHEN 'dead' THEN 'failed'
-               WHEN 'error' THEN CASE WHEN j.failures + 1 + j.stall_count < j.max_attempts
-                                      THEN 'pending' ELSE 'failed' END
-               WHEN 'stalled' THEN CASE WHEN j.stall_count + 1 < j.max_stalls
-                                         AND j.failures + j.stall_count + 1 < j.max_attempts
-                                        THEN 'pending' ELSE 'failed' END
+           CASE
+               WHEN x.kind = 'done' THEN 'done'
+               WHEN x.kind = 'cancelled' THEN 'cancelled'
+               WHEN x.kind = 'dead' THEN 'failed'
+               WHEN j.cancel_requested = 1 THEN 'cancelled'
+               WHEN x.kind = 'released' THEN 'pending'
+               WHEN x.kind = 'stalled' THEN
+                   CASE WHEN j.stall_count + 1 < j.max_stalls
+                         AND j.failures + j.stall_count + 1 < j.max_attempts
+                        THEN 'pending' ELSE 'failed' END
+               WHEN j.failures + 1 + j.stall_count < j.max_attempts THEN 'pending'
+               ELSE 'failed'
            END AS next_status
     FROM (
         SELECT json_extract(value, '$[0]') AS id,
                json_extract(value, '$[1]') AS attempt,
                json_extract(value, '$[2]') AS owner,
-               json_extract(value, '$[3]') AS kind,
-               json_extract(value, '$[4]') AS result,
-               json_extract(value, '$[5]') AS error,
-               json_extract(value, '$[6]') AS reason,
-               json_extract(value, '$[7]') AS retry_delay
+               json_extract(value, '$[3]') AS token,
+               json_extract(value, '$[4]') AS kind,
+               json_extract(value, '$[5]') AS result,
+               json_extract(value, '$[6]') AS error,
+               json_extract(value, '$[7]') AS reason,
+               json_extract(value, '$[8]') AS retry_delay
         FROM json_each(:outcomes)
     ) AS x
     JOIN jobs AS j
       ON j.id = x.id AND j.attempt = x.attempt AND j.locked_by = x.owner
-     AND +j.status = 'running'
+     AND j.lease_token = x.token AND +j.status = 'running'
 ) AS o
 WHERE jobs.id = o.id AND +jobs.status = 'running'
 RETURNING id
 
+-- name: finish_replayed
+-- Outcomes the fence turned down that this very lease had already applied: the row left
+-- running (same attempt) and still carries the lease's token, which only the holder's own
+-- finish leaves behind (reap and dead-letter retry clear it, a new claim overwrites it), in a
+-- status that outcome's kind leads to. A finish whose reply was lost and that is sent again is
+-- accepted, not reported rejected; a different late outcome (error after done) stays rejected.
+-- :leases is a JSON array of [id, attempt, token, kind]; error and stalled outcomes may have
+-- left the job pending, failed or cancelled.
+SELECT j.id, j.attempt, j.lease_token, x.kind
+FROM (
+    SELECT json_extract(value, '$[0]') AS id,
+           json_extract(value, '$[1]') AS attempt,
+           json_extract(value, '$[2]') AS token,
+           json_extract(value, '$[3]') AS kind
+    FROM json_each(:leases)
+) AS x
+JOIN jobs AS j ON j.id = x.id AND j.attempt = x.attempt AND j.lease_token = x.token
+WHERE CASE x.kind
+          WHEN 'done' THEN j.status = 'done'
+          WHEN 'dead' THEN j.status = 'failed'
+          WHEN 'cancelled' THEN j.status = 'cancelled'
+          WHEN 'released' THEN j.status IN ('pending', 'cancelled')
+          ELSE j.status IN ('pending', 'failed', 'cancelled')
+      END
+
 -- name: reap
 -- The reaper's single set-based write: every expired lease, oldest first, goes through the stall
--- rule at once; no ids are read first and written later. A stall retries while stall_count + 1 <
--- max_stalls and failures + stall_count + 1 < max_attempts; otherwise failed/stalled. run_at is
--- left alone: the job was due when claimed, so it is due at once and keeps its place in line
--- (run_at = now would send recovered jobs to the back of a backlog). RETURNING only sees new
--- values, so the lost owner travels out through the error record appended here (SET
--- expressions read the old row), which also keeps who lost the lease in the job's history.
+-- rule at once; no ids are read first and written later. A requested cancel sticks: such a job
+-- ends cancelled. Otherwise a stall retries while stall_count + 1 < max_stalls and
+-- failures + stall_count + 1 < max_attempts, else failed/stalled. run_at is left alone: the job
+-- was due when claimed, so it is due at once and keeps its place in line (run_at = now would
+-- send recovered jobs to the back of a backlog). The token is cleared: the lost holder's
+-- replayed finish must not pass for an applied one. RETURNING only sees new values, so the lost
+-- owner travels out through the error record appended here (SET expressions read the old row),
+-- which also keeps who lost the lease in the job's history. A non-JSON errors column (written
+-- by another program) restarts as [] instead of failing every reap.
 UPDATE jobs
 SET stall_count = stall_count + 1,
-    status = CASE WHEN stall_count + 1 < max_stalls
+    status = CASE WHEN cancel_requested = 1 THEN 'cancelled'
+                  WHEN stall_count + 1 < max_stalls
                    AND failures + stall_count + 1 < max_attempts
                   THEN 'pending' ELSE 'failed' END,
-    failure_reason = CASE WHEN stall_count + 1 < max_stalls
+    failure_reason = CASE WHEN cancel_requested = 1 THEN failure_reason
+                          WHEN stall_count + 1 < max_stalls
                            AND failures + stall_count + 1 < max_attempts
                           THEN failure_reason ELSE 'stalled' END,
-    finished_at = CASE WHEN stall_count + 1 < max_stalls
+    finished_at = CASE WHEN cancel_requested = 0
+                        AND stall_count + 1 < max_stalls
                         AND failures + stall_count + 1 < max_attempts
                        THEN finished_at ELSE :now END,
     last_error = :error,
-    errors = json_insert(errors, '$[#]', json_object('attempt', attempt, 'error', :error,
-                                                     'reason', 'stalled', 'at', :now,
-                                                     'owner', locked_by)),
+    errors = json_insert(CASE WHEN json_valid(errors) THEN errors ELSE '[]' END, '$[#]',
+                         json_object('attempt', attempt, 'error', :error, 'reason', 'stalled',
+                                     'at', :now, 'owner', locked_by)),
     locked_by = NULL,
-    lease_until = NULL
+    lease_until = NULL,
+    lease_token = NULL
 WHERE id IN (SELECT id FROM jobs
              WHERE status = 'running' AND lease_until < :cutoff
              ORDER BY lease_until
@@ -211,26 +298,53 @@ RETURNING status
 SELECT 1 FROM jobs WHERE id = :id
 
 -- name: retry_failed
--- Dead-letter retry: failed -> pending, due now, budgets reset; attempt stays (it is the fence).
--- :ids is a JSON array, or NULL for every failed job. OR IGNORE skips a job whose unique_key is
--- meanwhile held by another live job instead of failing the whole batch. The IN term repeats
+-- Dead-letter retry: failed -> pending, due now, budgets reset, cancel request and token
+-- cleared; attempt stays (it is the fence). :ids is a JSON array, or NULL for every failed job.
+-- One rule for unique keys, the same on every store: a job whose unique_key is held by a live
+-- (pending/running) job stays failed and is reported (retry_conflicts, run next in the same
+-- transaction); of several failed jobs with one free key, the lowest id is retried. The
+-- conditions hold whether SQLite evaluates them before or during the update (a row retried
+-- earlier in this statement is live for the NOT EXISTS that follows it). The IN term repeats
 -- the WHERE of the partial index jobs_prune so SQLite may use it to find the failed rows.
-UPDATE OR IGNORE jobs
+UPDATE jobs
 SET status = 'pending', run_at = :now, failures = 0, stall_count = 0,
-    failure_reason = NULL, finished_at = NULL
+    failure_reason = NULL, finished_at = NULL, cancel_requested = 0, lease_token = NULL
 WHERE status = 'failed'
   AND status IN ('done', 'failed', 'cancelled')
   AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
+  AND (unique_key IS NULL OR (
+      NOT EXISTS (SELECT 1 FROM jobs AS live
+                  WHERE live.unique_key = jobs.unique_key
+                    AND live.status IN ('pending', 'running'))
+      AND NOT EXISTS (SELECT 1 FROM jobs AS twin
+                      WHERE twin.unique_key = jobs.unique_key AND twin.id < jobs.id
+                        AND twin.status = 'failed'
+                        AND (:ids IS NULL OR twin.id IN (SELECT value FROM json_each(:ids))))))
+
+-- name: retry_conflicts
+-- Right after retry_failed, in its transaction: the failed jobs of the request still failed
+-- because their key is held by a live job. Ascending ids.
+SELECT f.id FROM jobs AS f
+WHERE f.status = 'failed'
+  AND f.status IN ('done', 'failed', 'cancelled')
+  AND (:ids IS NULL OR f.id IN (SELECT value FROM json_each(:ids)))
+  AND f.unique_key IS NOT NULL
+  AND EXISTS (SELECT 1 FROM jobs AS live
+              WHERE live.unique_key = f.unique_key AND live.status IN ('pending', 'running'))
+ORDER BY f.id
 
 -- name: save_checkpoint
--- Fenced by the lease and status = 'running': a stale holder changes nothing.
+-- Fenced by the lease (id, attempt, owner, token) and status = 'running': a stale holder
+-- changes nothing.
 UPDATE jobs SET checkpoint = :value
-WHERE id = :id AND attempt = :attempt AND locked_by = :owner AND status = 'running'
+WHERE id = :id AND attempt = :attempt AND locked_by = :owner AND lease_token = :token
+  AND status = 'running'
 
 -- name: set_progress
 -- Fenced like save_checkpoint.
 UPDATE jobs SET progress = :value
-WHERE id = :id AND attempt = :attempt AND locked_by = :owner AND status = 'running'
+WHERE id = :id AND attempt = :attempt AND locked_by = :owner AND lease_token = :token
+  AND status = 'running'
 
 -- name: prune
 -- Bounded delete of old terminal jobs through jobs_prune (the IN term repeats that partial
@@ -246,12 +360,18 @@ DELETE FROM jobs WHERE id IN (
 
 -- name: leader_acquire
 -- Insert-if-absent, or take over a released/expired lease, bumping term (the fence of the
--- leader). The upsert's WHERE makes it a no-op (no row returned) while someone holds it.
+-- leader). The upsert's WHERE makes it a no-op (no row returned) while someone else holds it.
+-- The current, unexpired holder gets its leadership back unchanged (same term and expiry): an
+-- acquire repeated after its reply was lost must leave an acting leader, not a lost one.
 INSERT INTO leaders (name, holder, term, expires_at)
 VALUES (:name, :holder, 1, :now + :ttl)
 ON CONFLICT (name) DO UPDATE
-SET holder = excluded.holder, term = leaders.term + 1, expires_at = excluded.expires_at
-WHERE leaders.holder IS NULL OR leaders.expires_at <= :now
+SET holder = excluded.holder,
+    term = CASE WHEN leaders.holder = excluded.holder AND leaders.expires_at > :now
+                THEN leaders.term ELSE leaders.term + 1 END,
+    expires_at = CASE WHEN leaders.holder = excluded.holder AND leaders.expires_at > :now
+                      THEN leaders.expires_at ELSE excluded.expires_at END
+WHERE leaders.holder IS NULL OR leaders.expires_at <= :now OR leaders.holder = excluded.holder
 RETURNING name, holder, term, expires_at
 
 -- name: leader_renew
@@ -266,12 +386,16 @@ RETURNING name, holder, term, expires_at
 UPDATE leaders SET holder = NULL, expires_at = 0
 WHERE name = :name AND holder = :holder AND term = :term
 
+-- name: leader_get
+-- A plain read of who holds a leadership (expired or not); a released row has no holder.
+SELECT name, holder, term, expires_at FROM leaders WHERE name = :name AND holder IS NOT NULL
+
 -- name: get_job
 -- Point lookup by primary key.
 SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
        stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
        finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors
+       cancel_requested, errors, lease_token
 FROM jobs WHERE id = :id
 
 -- name: list_jobs
@@ -280,7 +404,7 @@ FROM jobs WHERE id = :id
 SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
        stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
        finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors
+       cancel_requested, errors, lease_token
 FROM jobs
 WHERE id > :after_id
   AND (:status IS NULL OR status = :status)

@@ -1,6 +1,7 @@
--- Schema of the SQLite store, version 1. ``migrate()`` runs these blocks in file order inside one
--- ``BEGIN IMMEDIATE`` transaction (not ``executescript``, which would commit early), so several
--- processes may migrate at once: the write lock serialises them and every block is idempotent.
+-- Schema of the SQLite store, version 1 (later versions: schema_v2.sql, ...). ``migrate()`` runs
+-- these blocks in file order, then every newer version's file, inside one ``BEGIN IMMEDIATE``
+-- transaction (not ``executescript``, which would commit early), so several processes may migrate
+-- at once: the write lock serialises them, and the version read inside it picks the steps.
 
 -- name: create_jobs
 -- One row per job; every field of ``base.Job``. Times are REAL epoch seconds from the store's

@@ -1,0 +1,7 @@
+"""``python -m tether``: the ``tether`` command, for environments without the script on PATH."""
+
+import sys
+
+from tether.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,183 @@
+-- Named queries of the PostgreSQL store, part two: what producers and operators write
+-- (enqueue, cancel, dead-letter retry). Conventions as in queries.sql ({schema}, epoch
+-- seconds at the boundary, statement_timestamp() as the clock).
+--
+-- A producer never takes a lock on an existing job row: a producer's transaction may stay
+-- open for as long as its application likes (conn=), and a lock held there would make the
+-- holder's heartbeat wait behind it while the reaper takes the live worker's jobs.
+
+-- name: enqueue_one
+-- The single-job fast path (no unique_key): a plain INSERT ... SELECT of one row, without the
+-- batch statement's unnest, ordinality and ON CONFLICT machinery, which cost as much again as
+-- the insert itself for one row. The NOTIFY stays: it is what gives idle workers millisecond
+-- pick-up; it is skipped for a job that is not due yet (nobody can claim it on waking).
+-- request_id (optional): the call is recorded in `requests` by the same statement, and a
+-- repeat of it (its reply was lost) inserts nothing and returns the recorded id. Two calls
+-- with one request id at the same moment: the second's INSERT into requests fails on the
+-- primary key, so the statement, its job included, rolls back; the store then reads the
+-- first one's record.
+WITH clock AS (
+    SELECT coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) AS ts
+), prior AS (
+    SELECT job_ids FROM {schema}.requests WHERE id = %(request_id)s::text
+), inserted AS (
+    INSERT INTO {schema}.jobs (task, payload, queue, priority, run_at, max_attempts,
+                               max_stalls, created_at)
+    SELECT %(task)s, %(payload)s, %(queue)s, %(priority)s,
+           coalesce(to_timestamp(%(run_at)s::float8),
+                    c.ts + %(delay)s::float8 * interval '1 second'),
+           %(max_attempts)s, %(max_stalls)s, c.ts
+    FROM clock c
+    WHERE NOT EXISTS (SELECT 1 FROM prior)
+    RETURNING id, queue, run_at <= created_at AS due, created_at
+), recorded AS (
+    INSERT INTO {schema}.requests (id, job_ids, created_at)
+    SELECT %(request_id)s::text, ARRAY[i.id], i.created_at FROM inserted i
+    WHERE %(request_id)s::text IS NOT NULL
+), notified AS (
+    SELECT count(pg_notify(%(channel)s, queue)) AS n FROM inserted WHERE due
+)
+SELECT i.id FROM inserted i CROSS JOIN notified
+UNION ALL
+SELECT p.job_ids[1] FROM prior p
+
+-- name: enqueue
+-- One round trip for the whole batch: parallel arrays unnested WITH ORDINALITY. Ids are drawn
+-- with nextval() up front (the identity is "by default"), so inserted rows are matched back to
+-- their input by id. The caller has folded repeated unique_keys of the batch onto their first
+-- occurrence, so every key appears at most once here.
+-- unique_key: ON CONFLICT DO NOTHING, which locks nothing (DO UPDATE locked the live job's
+-- row until the producer committed, and the holder's heartbeat waited behind it). The id of
+-- the job that holds the key is read from this statement's snapshot ("held"). A holder that
+-- another transaction committed after that snapshot conflicts but is invisible: its entry
+-- stays unresolved and unique_key_race() aborts the whole statement (SQLSTATE 40001) so the
+-- store runs it again with a fresh snapshot. The batch is all or nothing either way.
+-- request_id: recorded with the ids in the same statement, as in enqueue_one.
+-- pg_notify is transactional: waiters wake when the rows are visible.
+WITH clock AS (
+    SELECT coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) AS ts
+), prior AS (
+    SELECT job_ids FROM {schema}.requests WHERE id = %(request_id)s::text
+), input AS (
+    SELECT nextval('{schema}.jobs_id_seq') AS id, i.*
+    FROM unnest(%(tasks)s::text[], %(payloads)s::text[], %(queues)s::text[],
+                %(priorities)s::int[], %(run_ats)s::float8[], %(delays)s::float8[],
+                %(max_attempts)s::int[], %(max_stalls)s::int[], %(unique_keys)s::text[])
+         WITH ORDINALITY AS i(task, payload, queue, priority, run_at, delay, max_attempts,
+                              max_stalls, unique_key, ord)
+    WHERE NOT EXISTS (SELECT 1 FROM prior)
+), inserted AS (
+    INSERT INTO {schema}.jobs AS j (id, task, payload, queue, priority, run_at, max_attempts,
+                                    max_stalls, unique_key, created_at)
+    SELECT i.id, i.task, i.payload, i.queue, i.priority,
+           coalesce(to_timestamp(i.run_at), c.ts + i.delay * interval '1 second'),
+           i.max_attempts, i.max_stalls, i.unique_key, c.ts
+    FROM input i CROSS JOIN clock c
+    ORDER BY i.ord
+    ON CONFLICT (unique_key) WHERE status IN ('pending', 'running') AND unique_key IS NOT NULL
+    DO NOTHING
+    RETURNING j.id, j.queue, j.run_at <= j.created_at AS due
+), held AS (
+    SELECT j.id, j.unique_key FROM {schema}.jobs j
+    WHERE j.unique_key = ANY(%(unique_keys)s::text[]) AND j.status IN ('pending', 'running')
+), resolved AS (
+    SELECT i.ord, coalesce(ins.id, h.id) AS id
+    FROM input i
+    LEFT JOIN inserted ins ON ins.id = i.id
+    LEFT JOIN held h ON ins.id IS NULL AND h.unique_key = i.unique_key
+), recorded AS (
+    INSERT INTO {schema}.requests (id, job_ids, created_at)
+    SELECT %(request_id)s::text, array_agg(r.id ORDER BY r.ord), min(c.ts)
+    FROM resolved r CROSS JOIN clock c
+    WHERE %(request_id)s::text IS NOT NULL
+    HAVING count(*) > 0
+), notified AS (
+    SELECT count(pg_notify(%(channel)s, q.queue)) AS n
+    FROM (SELECT DISTINCT queue FROM inserted WHERE due) q
+)
+SELECT x.id FROM (
+    SELECT r.ord, coalesce(r.id, {schema}.unique_key_race()) AS id
+    FROM resolved r CROSS JOIN notified
+    UNION ALL
+    SELECT p.ord, p.id FROM prior, unnest(prior.job_ids) WITH ORDINALITY AS p(id, ord)
+) x
+ORDER BY x.ord
+
+-- name: cancel
+-- pending -> cancelled at once; running -> cancel_requested (its holder learns at the next
+-- heartbeat). RETURNING reads the new status, which tells the two apart. When no live row
+-- matched, the second branch tells "finished" (exists, terminal) from "not found" (no row).
+WITH clock AS (
+    SELECT coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) AS ts
+), changed AS (
+    UPDATE {schema}.jobs j
+    SET status = CASE WHEN j.status = 'pending' THEN 'cancelled' ELSE j.status END,
+        cancel_requested = j.cancel_requested OR j.status = 'running',
+        finished_at = CASE WHEN j.status = 'pending' THEN c.ts ELSE j.finished_at END
+    FROM clock c
+    WHERE j.id = %(id)s AND j.status IN ('pending', 'running')
+    RETURNING CASE WHEN j.status = 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result
+)
+SELECT result FROM changed
+UNION ALL
+SELECT 'finished' FROM {schema}.jobs WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM changed)
+
+-- name: retry_failed_ids
+-- Dead-letter retry of chosen jobs: counters reset, cancel request and token cleared, attempt
+-- kept (it is the fence). One rule for unique keys, the same on every store: a failed job
+-- whose key a live (pending or running) job holds stays failed and is reported in the
+-- conflicts, and of several failed jobs with one key only the lowest id is retried. (A live
+-- holder committed after this statement's snapshot still trips the unique index: the store
+-- runs the statement again, and the fresh snapshot sees it.) The queues that got work are
+-- notified in the same statement.
+WITH clock AS (
+    SELECT coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) AS ts
+), target AS (
+    SELECT j.id, j.unique_key FROM {schema}.jobs j
+    WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'failed'
+    ORDER BY j.id
+    FOR UPDATE
+), blocked AS (
+    SELECT t.id FROM target t
+    WHERE t.unique_key IS NOT NULL
+      AND (EXISTS (SELECT 1 FROM {schema}.jobs l
+                   WHERE l.unique_key = t.unique_key AND l.status IN ('pending', 'running'))
+           OR EXISTS (SELECT 1 FROM target e WHERE e.unique_key = t.unique_key AND e.id < t.id))
+), moved AS (
+    UPDATE {schema}.jobs j
+    SET status = 'pending', run_at = c.ts, failures = 0, stall_count = 0,
+        failure_reason = NULL, finished_at = NULL, cancel_requested = false, lease_token = NULL
+    FROM target t CROSS JOIN clock c
+    WHERE j.id = t.id AND NOT EXISTS (SELECT 1 FROM blocked b WHERE b.id = t.id)
+    RETURNING j.queue
+)
+SELECT (SELECT count(*) FROM moved),
+       (SELECT coalesce(array_agg(b.id ORDER BY b.id), ARRAY[]::bigint[]) FROM blocked b),
+       (SELECT count(pg_notify(%(channel)s, q.queue)) FROM (SELECT DISTINCT queue FROM moved) q)
+
+-- name: retry_failed_all
+-- Same as retry_failed_ids for every failed job (the prune index covers status = 'failed').
+WITH clock AS (
+    SELECT coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) AS ts
+), target AS (
+    SELECT j.id, j.unique_key FROM {schema}.jobs j
+    WHERE j.status = 'failed'
+    ORDER BY j.id
+    FOR UPDATE
+), blocked AS (
+    SELECT t.id FROM target t
+    WHERE t.unique_key IS NOT NULL
+      AND (EXISTS (SELECT 1 FROM {schema}.jobs l
+                   WHERE l.unique_key = t.unique_key AND l.status IN ('pending', 'running'))
+           OR EXISTS (SELECT 1 FROM target e WHERE e.unique_key = t.unique_key AND e.id < t.id))
+), moved AS (
+    UPDATE {schema}.jobs j
+    SET status = 'pending', run_at = c.ts, failures = 0, stall_count = 0,
+        failure_reason = NULL, finished_at = NULL, cancel_requested = false, lease_token = NULL
+    FROM target t CROSS JOIN clock c
+    WHERE j.id = t.id AND NOT EXISTS (SELECT 1 FROM blocked b WHERE b.id = t.id)
+    RETURNING j.queue
+)
+SELECT (SELECT count(*) FROM moved),
+       (SELECT coalesce(array_agg(b.id ORDER BY b.id), ARRAY[]::bigint[]) FROM blocked b),
+       (SELECT count(pg_notify(%(channel)s, q.queue)) FROM (SELECT DISTINCT queue FROM moved) q)

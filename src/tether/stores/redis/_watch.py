@@ -1,0 +1,100 @@
+"""Noticing that the Redis server restarted or lost tether's data, and saying so loudly.
+
+Why: Redis without an append-only file forgets everything on restart, including the job id
+counter. The per-claim token keeps every old claim fenced off the new jobs that reuse its
+ids, but jobs were lost and people must learn it: every process whose store lived through the
+incident logs it once at ERROR (logger ``tether.store.redis``), and ``P:incidents`` counts it
+once for ``tether stats``. The look (``observe.lua``) costs one round trip and runs at most
+every ``interval`` seconds on the worker's hot calls (claim, heartbeat), and at once after the
+store saw a connection error (a restart always cuts connections).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+log = logging.getLogger("tether.store.redis")
+
+#: Seconds between two looks at the server on the hot path.
+CHECK_INTERVAL = 5.0
+
+#: Incidents already logged by this process: several stores of one worker (fetcher,
+#: heartbeater, maintainer) notice the same incident; one ERROR line per process is enough.
+_reported: set[tuple[str, str, str]] = set()
+_reported_lock = threading.Lock()
+
+
+def _first_report(where: str, what: str, which: str) -> bool:
+    key = (where, what, which)
+    with _reported_lock:
+        if key in _reported:
+            return False
+        _reported.add(key)
+        return True
+
+
+class ServerWatch:
+    """What this store saw of the server last: the prefix's epoch and the server's run id."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where  # "<url> prefix <p>", for log lines (no password)
+        self.interval = CHECK_INTERVAL
+        self.epoch = ""
+        self.run_id = ""
+        self._due = 0.0
+        self._lock = threading.Lock()
+        #: What this store noticed so far ("data_loss", "restart"), oldest first.
+        self.noticed: list[str] = []
+
+    def due(self) -> bool:
+        """True (once) when it is time to look again; the caller then calls ``observe``."""
+        now = time.monotonic()
+        with self._lock:
+            if now < self._due:
+                return False
+            self._due = now + self.interval
+            return True
+
+    def soon(self) -> None:
+        """Look at the next chance (after a connection error: the server may have restarted)."""
+        with self._lock:
+            self._due = 0.0
+
+    def known(self) -> tuple[str, str]:
+        with self._lock:
+            return self.epoch, self.run_id
+
+    def update(self, reply: Sequence[Any]) -> None:
+        """Take the reply of ``observe.lua``: log what changed since this store last looked."""
+        epoch, run_id, lost, restarted = str(reply[0]), str(reply[1]), int(reply[2]), int(reply[3])
+        with self._lock:
+            old_run = self.run_id
+            if epoch:
+                self.epoch = epoch
+            if run_id:
+                self.run_id = run_id
+            if lost:
+                self.noticed.append("data_loss")
+            elif restarted:
+                self.noticed.append("restart")
+        if lost:
+            if _first_report(self.where, "lost", epoch):
+                log.error(
+                    "redis %s: tether's data was lost (the server restarted without "
+                    "persistence, was flushed, or failed over to an empty replica): jobs "
+                    "enqueued, claimed or finished before are gone and job ids are being handed "
+                    "out again. Claims held from before stay fenced off. Turn on appendonly "
+                    "(docs/stores.md).",
+                    self.where,
+                )
+        elif restarted and _first_report(self.where, "restart", run_id):
+            log.error(
+                "redis %s: the server restarted or failed over (run_id %s -> %s); writes it "
+                "acknowledged in its last moments may be lost unless appendfsync is always "
+                "(docs/stores.md)",
+                self.where, old_run[:8], run_id[:8],
+            )

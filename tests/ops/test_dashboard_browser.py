@@ -1,0 +1,133 @@
+"""The dashboard in a real headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
+driven by selenium): every page loads, a failed job is found and retried through the UI, and a
+screenshot of each page is written to the test's temporary directory (never the repo).
+
+Like the store servers, a missing browser skips the test on a developer machine and fails it
+under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("selenium")
+pytest.importorskip("starlette")
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
+
+from tests.ops.conftest import Spawn
+from tests.ops.test_dashboard import seed
+from tether.stores import open_store
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def click(browser: Any, element: Any) -> None:
+    """Click a link or button and wait for the next page to replace this one."""
+    page = browser.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(browser, 20).until(expected_conditions.staleness_of(page))
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
+        message = "chromium / chromedriver not installed (apt-get install chromium " \
+                  "chromium-driver)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(message)
+        pytest.skip(message)
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                "--window-size=1400,1000"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(DRIVER))
+    driver.set_page_load_timeout(30)
+    driver.implicitly_wait(10)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_find_and_retry_a_failed_job_in_chromium(tmp_path: Path, spawn: Spawn,
+                                                 browser: Any) -> None:
+    url = f"sqlite:///{tmp_path / 'dash.db'}"
+    store = open_store(url)
+    store.migrate()
+    ids = seed(store)
+    port = free_port()
+    proc = spawn("dashboard", "--url", url, "--port", str(port))
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/healthz", timeout=2).read()
+            break
+        except OSError:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the dashboard did not come up"
+            time.sleep(0.1)
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    try:
+        browser.get(base + "/")
+        assert browser.title == "Overview · tether"
+        assert "w-1" in browser.find_element(By.ID, "workers").text
+        assert "dq" in browser.find_element(By.ID, "queues").text
+        browser.save_screenshot(str(shots / "overview.png"))
+
+        click(browser, browser.find_element(By.LINK_TEXT, "Jobs"))
+        assert "d.wait" in browser.find_element(By.ID, "jobs").text
+        browser.save_screenshot(str(shots / "jobs.png"))
+
+        click(browser, browser.find_element(By.LINK_TEXT, "Dead letters"))
+        table = browser.find_element(By.ID, "jobs")
+        assert "kaput" in table.text and "d.wait" not in table.text
+        browser.save_screenshot(str(shots / "dead-letters.png"))
+
+        click(browser, table.find_element(By.LINK_TEXT, str(ids["failed"])))
+        assert browser.find_element(By.ID, "status").text == "failed"
+        assert "Traceback" in browser.find_element(By.ID, "attempts").text
+        browser.save_screenshot(str(shots / "job-failed.png"))
+
+        click(browser, browser.find_element(By.ID, "retry"))
+        assert "retried" in browser.find_element(By.ID, "note").text
+        assert browser.find_element(By.ID, "status").text == "pending"
+        browser.save_screenshot(str(shots / "job-retried.png"))
+        job = store.get_job(ids["failed"])
+        assert job is not None and job.status == "pending"
+
+        browser.get(f"{base}/jobs?since=nonsense")
+        assert "expected a duration" in browser.page_source
+    finally:
+        store.close()
+    names = sorted(p.name for p in shots.iterdir())
+    assert names == ["dead-letters.png", "job-failed.png", "job-retried.png", "jobs.png",
+                     "overview.png"]
+    assert all((shots / n).stat().st_size > 5000 for n in names)
+    print(f"screenshots in {shots}")

@@ -1,0 +1,84 @@
+"""OpenTelemetry: a producer span at enqueue, its context in the payload's envelope, a
+consumer span per attempt linked to it (SDK in-memory exporter, a real in-process worker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import SpanKind
+
+import tether
+from tests.worker.helpers import running, wait_until
+from tether import payload, tracing
+
+FAST = tether.Backoff(base=0.05, factor=1.0, max=0.05, jitter=0.0)
+
+
+def test_producer_and_linked_consumer_spans(tmp_path: Path) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = tether.App(f"sqlite:///{tmp_path / 'otel.db'}", lease_ttl=1.5, poll_interval=0.05)
+    seen: list[tuple[object, ...]] = []
+
+    @app.task(name="o.flaky", queue="oq", retry=FAST)
+    def flaky(x: int, *, label: str) -> int:
+        seen.append((x, label))
+        if len(seen) == 1:
+            raise ValueError("first attempt fails")
+        with provider.get_tracer("user").start_as_current_span("inside the handler"):
+            return x * 2
+
+    tracing.instrument(app, tracer_provider=provider)
+    tracing.instrument(app, tracer_provider=provider)  # idempotent
+    try:
+        job_id = flaky.enqueue(21, label="a")
+        job = app.get_job(job_id)
+        assert job.args == [21] and job.kwargs == {"label": "a"}  # the envelope is tether's
+        assert "traceparent" in payload.meta(job.payload)["trace"]
+        with running(app, concurrency=1):
+            wait_until(lambda: app.get_job(job_id).status == "done", what="the job")
+        assert app.get_job(job_id).result_value == 42
+        assert seen == [(21, "a"), (21, "a")]
+        assert flaky(5, label="direct") == 10  # a direct call outside a worker still works
+    finally:
+        app.close()
+    spans = exporter.get_finished_spans()
+    producer = [s for s in spans if s.kind == SpanKind.PRODUCER]
+    consumers = sorted((s for s in spans if s.kind == SpanKind.CONSUMER),
+                       key=lambda s: s.attributes["tether.job.attempt"])  # type: ignore[index]
+    assert len(producer) == 1 and producer[0].name == "tether publish o.flaky"
+    assert producer[0].attributes["tether.job.id"] == job_id  # type: ignore[index]
+    assert [c.attributes["tether.outcome"] for c in consumers] == ["retry", "done"]  # type: ignore[index]
+    for n, c in enumerate(consumers, 1):
+        assert c.name == "tether process o.flaky"
+        assert c.attributes["tether.job.id"] == job_id  # type: ignore[index]
+        assert c.attributes["tether.job.attempt"] == n  # type: ignore[index]
+        assert c.attributes["tether.queue"] == "oq"  # type: ignore[index]
+        assert [link.context.span_id for link in c.links] == [producer[0].context.span_id]
+        assert c.parent is None  # linked, not a child
+    inner = next(s for s in spans if s.name == "inside the handler")
+    assert inner.parent is not None and inner.parent.span_id == consumers[1].context.span_id
+
+
+def test_without_a_recording_span_nothing_is_added(tmp_path: Path) -> None:
+    app = tether.App(f"sqlite:///{tmp_path / 'plain.db'}")
+
+    @app.task(name="o.plain")
+    def plain() -> None: ...
+
+    tracing.instrument(app)  # API only: the global provider is a no-op
+    try:
+        job = app.get_job(plain.enqueue())
+        assert payload.meta(job.payload) == {}
+    finally:
+        app.close()

@@ -1,0 +1,73 @@
+"""Schema version 2 (issue #8) on a file made by tether's version-1 schema: ``migrate``
+upgrades it in place and every job in it keeps working; without the upgrade, check_schema says
+what to do."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tether.errors import SchemaError
+from tether.stores.base import NewJob, Outcome
+from tether.stores.sqlite._rows import SCHEMA_STEPS
+from tether.stores.sqlite.store import SCHEMA_VERSION, SQLiteStore
+
+
+def _make_v1_file(path: Path) -> None:
+    """A version-1 database as the previous release left it: a pending and a running job."""
+    raw = sqlite3.connect(path, isolation_level=None)
+    try:
+        raw.execute("BEGIN IMMEDIATE")
+        for statement in SCHEMA_STEPS[1].values():
+            raw.execute(statement)
+        raw.execute("INSERT INTO schema_version (version, applied_at) VALUES (1, 0)")
+        raw.execute(
+            "INSERT INTO jobs (task, queue, payload, status, run_at, max_attempts, max_stalls,"
+            " created_at) VALUES ('t', 'default', '[[1], {}]', 'pending', 0, 5, 3, 0)"
+        )
+        raw.execute(
+            "INSERT INTO jobs (task, queue, payload, status, run_at, max_attempts, max_stalls,"
+            " created_at, attempt, locked_by, lease_until)"
+            " VALUES ('t', 'old', '[[2], {}]', 'running', 0, 5, 3, 0, 1, 'old-worker', 1)"
+        )
+        raw.execute("COMMIT")
+    finally:
+        raw.close()
+
+
+def test_version_1_file_is_upgraded_in_place(
+    make_store: Callable[..., SQLiteStore], tmp_path: Path
+) -> None:
+    _make_v1_file(tmp_path / "tether.db")
+    store = make_store()
+    with pytest.raises(SchemaError, match="run `tether migrate`"):
+        store.check_schema()
+    assert SCHEMA_VERSION == 2
+    assert store.migrate() == SCHEMA_VERSION
+    store.check_schema()
+    assert store.info().schema_version == SCHEMA_VERSION
+    assert make_store().migrate() == SCHEMA_VERSION  # idempotent
+
+    (job,) = store.claim("w", ["default"], 5, 30.0)
+    assert job.payload == "[[1], {}]" and job.lease_token
+    assert store.finish([Outcome(job.lease, "done", result="1")]) == []
+    # The job running at upgrade time has no token: the reaper still takes it back.
+    reaped = store.reap_expired(now=store.now())
+    assert [(r.job_id, r.owner, r.status) for r in reaped] == [(2, "old-worker", "pending")]
+    ids = store.enqueue([NewJob("t")], request_id="r1")
+    assert store.enqueue([NewJob("t")], request_id="r1") == ids
+
+
+def test_housekeeping_deletes_request_records_older_than_a_day(
+    sqlite_store: SQLiteStore,
+) -> None:
+    now = sqlite_store.now()
+    old = sqlite_store.enqueue([NewJob("t")], now=now - 90_000, request_id="old")
+    fresh = sqlite_store.enqueue([NewJob("t")], now=now, request_id="fresh")
+    assert sqlite_store.housekeeping() == "deleted 1 request records older than 24 h"
+    assert sqlite_store.housekeeping() is None
+    assert sqlite_store.enqueue([NewJob("t")], now=now, request_id="fresh") == fresh
+    assert sqlite_store.enqueue([NewJob("t")], now=now, request_id="old") != old
