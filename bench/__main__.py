@@ -1,7 +1,7 @@
 """``python -m bench run``: every scenario on every store, written to bench/results/.
 
     python -m bench run [--quick] [--stores sqlite,postgres,redis]
-                        [--scenarios enqueue,drain,latency,recovery,heartbeat,reap,memory]
+                        [--scenarios enqueue,drain,latency,recovery,heartbeat,reap,memory,pool]
                         [--runs 3] [--drain-large 1000000] [--reap-history 1000000] ...
     python -m bench render bench/results/latest.json   # re-write the Markdown from the JSON
 
@@ -68,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reap-history", type=int)
     p.add_argument("--reap-expired", type=int)
     p.add_argument("--memory-jobs", type=int)
+    p.add_argument("--pool-jobs", type=int, help="no-op jobs per pool drain")
+    p.add_argument("--pool-concurrency", type=_ints, dest="pool_concurrencies",
+                   help="-c values for the pool drains, e.g. 2,10")
+    p.add_argument("--pool-trials", type=int, help="stop trials per trigger")
+    p.add_argument("--pool-cpu-jobs", type=int, help="jobs in the CPU-bound batch")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory")
     p.add_argument("--name", default="latest", help="file name stem (NAME.json, NAME.md)")
     r = sub.add_parser("render", help="re-write the Markdown report from a JSON report")
@@ -81,7 +86,8 @@ def make_config(args: argparse.Namespace) -> Config:
         k: getattr(args, k)
         for k in ("runs", "enqueue_jobs", "drain_jobs", "drain_large", "large_runs",
                   "concurrencies", "latency_jobs", "recovery_trials", "recovery_lease_ttl",
-                  "hb_inflight", "reap_history", "reap_expired", "memory_jobs")
+                  "hb_inflight", "reap_history", "reap_expired", "memory_jobs", "pool_jobs",
+                  "pool_concurrencies", "pool_trials", "pool_cpu_jobs")
         if getattr(args, k) is not None
     }
     if overrides:

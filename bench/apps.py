@@ -25,6 +25,16 @@ NOOP = "bench.noop"
 SLEEP = "bench.sleep"
 RECORD = "bench.record"
 CRASH_ONCE = "bench.crash_once"
+SPIN = "bench.spin"
+SPIN_TIMEOUT = "bench.spin_timeout"
+CPU = "bench.cpu"
+
+
+def _spin(seconds: float) -> None:
+    """A pure-Python busy loop: nothing but killing the process stops it early."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
 
 
 def _record(sent: float) -> None:
@@ -66,6 +76,27 @@ def make_app(url: str | None = None, **settings: Any) -> tether.App:
         _record(sent)
         if current_job().attempt == 1:
             current_job().wait(3600)
+
+    @app.task(name=SPIN, max_attempts=3, max_stalls=3)
+    def spin(sent: float = 0.0, seconds: float = 60.0) -> None:
+        """Records its start; attempt 1 busy-loops (until its child is killed), later
+        attempts return at once."""
+        _record(sent)
+        if current_job().attempt == 1:
+            _spin(seconds)
+
+    @app.task(name=SPIN_TIMEOUT, timeout=1.0, max_attempts=1)
+    def spin_timeout(sent: float = 0.0, seconds: float = 60.0) -> None:
+        _record(sent)
+        _spin(seconds)
+
+    @app.task(name=CPU)
+    def cpu(iterations: int) -> int:
+        """Fixed CPU work in pure Python (holds the GIL throughout)."""
+        total = 0
+        for i in range(iterations):
+            total += i * i % 7
+        return total
 
     return app
 

@@ -51,6 +51,12 @@ class Config:
     memory_jobs: int = 10_000
     memory_concurrency: int = 50
     memory_settle: float = 1.0
+    pool_jobs: int = 3_000
+    pool_concurrencies: tuple[int, ...] = (2, 10)
+    pool_trials: int = 10
+    pool_lease_ttl: float = 3.0
+    pool_cpu_jobs: int = 40
+    pool_cpu_iters: int = 500_000
     workdir: str = ""
 
     @classmethod
@@ -61,13 +67,15 @@ class Config:
             return cls(preset="quick", enqueue_jobs=1_000, drain_jobs=2_000, drain_large=0,
                        latency_jobs=40, recovery_trials=5, hb_inflight=(10, 200),
                        hb_window=3.0, reap_history=20_000, reap_expired=1_000,
-                       memory_jobs=2_000)
+                       memory_jobs=2_000, pool_jobs=1_000, pool_trials=5, pool_cpu_jobs=20)
         if name == "smoke":
             return cls(preset="smoke", runs=1, enqueue_jobs=50, drain_jobs=50, drain_large=0,
                        large_runs=1, concurrencies=(10,), latency_jobs=10, latency_gap=0.02,
                        recovery_trials=2, recovery_lease_ttl=1.0, hb_inflight=(5,),
                        hb_lease_ttl=1.5, hb_window=1.0, reap_history=500, reap_expired=100,
-                       memory_jobs=50, memory_settle=0.3)
+                       memory_jobs=50, memory_settle=0.3, pool_jobs=50,
+                       pool_concurrencies=(2,), pool_trials=1, pool_cpu_jobs=4,
+                       pool_cpu_iters=50_000)
         raise ValueError(f"unknown preset {name!r}")
 
     def as_dict(self) -> dict[str, Any]:

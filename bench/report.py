@@ -30,6 +30,10 @@ TARGETS: tuple[tuple[str, str, str, str], ...] = (
       ("sqlite", "postgres", "redis")),
     *((s, "reap", "claim of", "claim < 5 ms with the history present") for s in
       ("sqlite", "postgres", "redis")),
+    *((s, "pool", "process / thread drain", "process-pool drain >= 50 % of the thread pool's")
+      for s in ("sqlite", "postgres", "redis")),
+    *((s, "pool", "from worker learned it: max", "child dead <= 1 s after the worker learns")
+      for s in ("sqlite", "postgres", "redis")),
 )
 
 

@@ -10,7 +10,16 @@ Scenario = Callable[[str, Config], list[Figure]]
 
 
 def registry() -> dict[str, Scenario]:
-    from bench.scenarios import drain, enqueue, heartbeat, latency, memory, reap, recovery
+    from bench.scenarios import (
+        drain,
+        enqueue,
+        heartbeat,
+        latency,
+        memory,
+        pool,
+        reap,
+        recovery,
+    )
 
     return {
         "enqueue": enqueue.run,
@@ -20,7 +29,8 @@ def registry() -> dict[str, Scenario]:
         "heartbeat": heartbeat.run,
         "reap": reap.run,
         "memory": memory.run,
+        "pool": pool.run,
     }
 
 
-ORDER = ("enqueue", "drain", "latency", "recovery", "heartbeat", "reap", "memory")
+ORDER = ("enqueue", "drain", "latency", "recovery", "heartbeat", "reap", "memory", "pool")

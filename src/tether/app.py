@@ -189,14 +189,26 @@ class App:
 
     # -- working -----------------------------------------------------------------------------
     def worker(self, *, concurrency: int = 10, queues: Sequence[str] | None = None,
-               maintenance: bool = True) -> Any:
+               maintenance: bool = True, pool: str = "thread", app_spec: str | None = None,
+               max_tasks_per_child: int | None = None,
+               max_memory_per_child: float | None = None) -> Any:
+        """A worker (not started). ``pool="process"`` runs handlers in ``concurrency`` child
+        processes that import this app by ``app_spec`` (``"module:attribute"``; derived from
+        the module holding the app when not given); see docs/guarantees.md for choosing."""
         from tether.worker.worker import Worker
 
-        return Worker(self, concurrency=concurrency, queues=queues, maintenance=maintenance)
+        return Worker(self, concurrency=concurrency, queues=queues, maintenance=maintenance,
+                      pool=pool, app_spec=app_spec, max_tasks_per_child=max_tasks_per_child,
+                      max_memory_per_child=max_memory_per_child)
 
     def run_worker(self, *, concurrency: int = 10, queues: Sequence[str] | None = None,
-                   maintenance: bool = True) -> int:
+                   maintenance: bool = True, pool: str = "thread", app_spec: str | None = None,
+                   max_tasks_per_child: int | None = None,
+                   max_memory_per_child: float | None = None) -> int:
         """Run a worker in this thread until SIGTERM/SIGINT; returns the exit code."""
-        worker = self.worker(concurrency=concurrency, queues=queues, maintenance=maintenance)
+        worker = self.worker(concurrency=concurrency, queues=queues, maintenance=maintenance,
+                             pool=pool, app_spec=app_spec,
+                             max_tasks_per_child=max_tasks_per_child,
+                             max_memory_per_child=max_memory_per_child)
         code: int = worker.run()
         return code

@@ -9,7 +9,12 @@ worker's threads never format or count anything themselves):
   retry delay, seconds) and ``error`` (first line, then the traceback) when there is one.
 * ``lease_lost``: ``task``, ``queue`` and ``why`` (heartbeat) or ``rejected`` (the outcome
   kind the store refused).
-* ``stalled`` (the reaper): ``status`` (pending or failed), ``stall_count``.
+* ``stalled`` (the reaper): ``status`` (pending or failed), ``stall_count``. From the
+  completer (a process-pool child died running the attempt, and the job is due again): the
+  outcome fields above with ``kind`` ``stalled``; a stall that dead-letters is ``failed``.
+* Outcome events of a process-pool worker also carry ``child`` (the pid that ran the attempt).
+* ``child_exited`` (process pool): ``child`` (pid), ``status`` (exit code or signal), ``why``,
+  ``jobs`` (attempts it ran); with the job id and attempt when it died running one.
 * ``heartbeat``: ``rtt`` (seconds, the round trip of one batched renewal), ``leases``.
 * ``leadership_acquired`` / ``leadership_lost``: ``name``, ``term`` (and ``why`` when lost).
 """
@@ -28,7 +33,7 @@ log = logging.getLogger("tether.events")
 
 EVENTS = frozenset({
     "claimed", "completed", "retrying", "failed", "stalled", "lease_lost", "cancelled",
-    "released", "leadership_acquired", "leadership_lost", "heartbeat",
+    "released", "leadership_acquired", "leadership_lost", "heartbeat", "child_exited",
 })
 
 

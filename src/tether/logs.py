@@ -42,7 +42,7 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: Structured fields copied from a record into JSON output (when present).
 FIELDS = ("job_id", "attempt", "task", "queue", "worker", "duration", "delay", "reason",
           "outcome", "error", "traceback", "event", "version", "store", "tasks", "queues",
-          "pool", "concurrency")
+          "pool", "concurrency", "child", "status")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: Claims tracked for durations; an attempt whose end is never announced (completed inside a
 #: caller's transaction, the process killed) must not grow the map forever.
@@ -163,6 +163,7 @@ class JobLog:
             ("retrying", self.retrying), ("failed", self.failed),
             ("cancelled", self.cancelled), ("released", self.released),
             ("lease_lost", self.lease_lost), ("stalled", self.stalled),
+            ("child_exited", self.child_exited),
         ):
             events.on(name, callback)
 
@@ -177,6 +178,8 @@ class JobLog:
             "job_id": event.job_id, "attempt": event.attempt, "worker": event.worker,
             "task": detail.get("task"), "queue": detail.get("queue"), "event": event.name,
         }
+        if detail.get("child") is not None:  # the process-pool child that ran the attempt
+            fields["child"] = detail["child"]
         if found is not None:
             started, known = found
             for k, v in known.items():
@@ -264,8 +267,17 @@ class JobLog:
                     event.job_id, event.attempt, why, self._where(f), extra=f)
 
     def stalled(self, event: Event) -> None:
-        """The reaper took a lease back: its holder stopped renewing it."""
+        """The reaper took a lease back (its holder stopped renewing it), or, with ``kind``
+        ``stalled``, this worker reported that the process running the handler died (a
+        process-pool child) and the job is due again (a dead-letter is a ``failed`` event)."""
         f = self._fields(event, end=True)
+        if event.detail.get("kind") == "stalled":
+            error = split_error(event.detail.get("error"))[0]
+            f.update(outcome="stalled", reason="stalled", error=error)
+            log.warning("job %s attempt %s stalled: the process running its handler died%s: "
+                        "%s; the job is due again", event.job_id, event.attempt,
+                        self._where(f), error or "(no error text)", extra=f)
+            return
         dead = event.detail.get("status") == "failed"
         f.update(outcome="failed" if dead else "stalled", reason="stalled")
         if dead:
@@ -275,3 +287,19 @@ class JobLog:
             log.warning("job %s attempt %s stalled: worker %s stopped renewing its lease; "
                         "the job is due again", event.job_id, event.attempt, event.worker,
                         extra=f)
+
+    def child_exited(self, event: Event) -> None:
+        """A process-pool child ended (recycled, stopped, crashed). The pool itself logs the
+        crashes and stops an operator must see (and the attempt's own event follows), so this
+        line is DEBUG: it keeps the pid, exit status and job count in structured logs."""
+        if not log.isEnabledFor(logging.DEBUG):
+            return
+        d = event.detail
+        f: dict[str, Any] = {"job_id": event.job_id, "attempt": event.attempt,
+                             "worker": event.worker, "event": event.name,
+                             "child": d.get("child"), "status": d.get("status"),
+                             "reason": d.get("why")}
+        running = (f" running job {event.job_id} attempt {event.attempt}"
+                   if event.job_id is not None else "")
+        log.debug("child %s %s (%s)%s after %s job(s)", d.get("child"), d.get("status"),
+                  d.get("why"), running, d.get("jobs"), extra=f)

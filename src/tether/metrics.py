@@ -112,6 +112,9 @@ class Metrics:
         self.lost = Counter("tether_leases_lost", "Leases this worker lost", tq, registry=r)
         self.stalls = Counter("tether_stalls_reaped", "Expired leases the reaper took back "
                               "(counted by the maintenance leader)", ["outcome"], registry=r)
+        self.child_stalls = Counter("tether_jobs_stalled", "Attempts ended as stalls because "
+                                    "the process-pool child running them died",
+                                    [*tq, "outcome"], registry=r)
         self.duration = Histogram("tether_attempt_duration_seconds", "Time from claim to "
                                   "outcome of one attempt", ["task"], buckets=DURATION_BUCKETS,
                                   registry=r)
@@ -157,7 +160,12 @@ class Metrics:
         elif name == "heartbeat":
             self.rtt.observe(float(d.get("rtt", 0.0)))
         elif name == "stalled":
-            self.stalls.labels("dead_lettered" if d.get("status") == "failed" else "retried").inc()
+            if d.get("kind") == "stalled":  # this worker's own attempt: its child died
+                task, queue = self._end(event)
+                self.child_stalls.labels(task, queue, "retried").inc()
+            else:  # the reaper
+                self.stalls.labels("dead_lettered" if d.get("status") == "failed"
+                                   else "retried").inc()
         elif name in ("leadership_acquired", "leadership_lost"):
             if d.get("name", ELECTION) == ELECTION:
                 self.queues.leader = name == "leadership_acquired"
@@ -173,6 +181,8 @@ class Metrics:
             elif name == "failed":
                 if d.get("kind", "error") == "error":
                     self.failed.labels(task, queue, reason).inc()
+                elif d.get("kind") == "stalled":  # a child's death spent the stall budget
+                    self.child_stalls.labels(task, queue, "dead_lettered").inc()
                 self.dead.labels(task, queue, reason).inc()
             elif name == "cancelled":
                 self.cancelled.labels(task, queue).inc()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.contract.helpers import (
     at,
     claim_one,
@@ -183,7 +185,8 @@ def test_stale_outcomes_are_rejected_and_change_nothing(store: Store, t0: float)
     before = must_get(store, job.id)
     wrong_attempt = stale(job.lease, attempt=2)
     wrong_owner = stale(job.lease, owner="w2")
-    kinds: tuple[OutcomeKind, ...] = ("done", "error", "dead", "cancelled", "released")
+    kinds: tuple[OutcomeKind, ...] = ("done", "error", "dead", "cancelled", "released",
+                                      "stalled")
     for kind in kinds:
         outcomes = [
             Outcome(wrong_attempt, kind, result="1", error="x", reason="error"),
@@ -198,7 +201,7 @@ def test_outcome_for_a_job_no_longer_running_is_rejected(store: Store, t0: float
     job = running_job(store, t0)
     assert store.finish([Outcome(job.lease, "done", result="1")], now=t0 + 1) == []
     before = must_get(store, job.id)
-    late_kinds: tuple[OutcomeKind, ...] = ("error", "released", "cancelled")
+    late_kinds: tuple[OutcomeKind, ...] = ("error", "released", "cancelled", "stalled")
     for kind in late_kinds:
         out = Outcome(job.lease, kind, result="2", error="late", reason="error")
         assert store.finish([out], now=t0 + 2) == [job.lease]
@@ -259,4 +262,124 @@ def test_complete_after_reap_without_reclaim_is_rejected(store: Store, t0: float
     before = must_get(store, job.id)
     assert before.status == "pending"
     assert store.finish([Outcome(job.lease, "done", result="1")], now=t0 + 22) == [job.lease]
+    assert must_get(store, job.id) == before
+
+
+# -- stalled: the holder reports the death of the process running the handler -----------------
+def test_stalled_retries_at_once_by_the_stall_rule(store: Store, t0: float) -> None:
+    job = running_job(store, t0, max_attempts=5, max_stalls=3)
+    before = must_get(store, job.id)
+    out = Outcome(job.lease, "stalled", error="child 42 killed by signal SIGSEGV")
+    assert store.finish([out], now=t0 + 7) == []
+    after = must_get(store, job.id)
+    assert after.status == "pending"
+    assert after.run_at == at(before.run_at), "a stalled job keeps its run_at (due at once)"
+    assert (after.stall_count, after.failures, after.interruptions) == (1, 0, 0)
+    assert after.attempt == 1
+    assert after.failure_reason is None
+    assert after.finished_at is None
+    assert after.locked_by is None
+    assert after.lease_until is None
+    assert after.last_error == "child 42 killed by signal SIGSEGV"
+    (record,) = errors_of(after)
+    assert set(record) == {"attempt", "error", "reason", "at", "owner"}
+    assert (record["attempt"], record["reason"], record["owner"]) == (1, "stalled", "w1")
+    assert record["error"] == "child 42 killed by signal SIGSEGV"
+    assert record["at"] == at(t0 + 7)
+    again = claim_one(store, "w2", job.queue, t0 + 7)
+    assert (again.id, again.attempt, again.stall_count) == (job.id, 2, 1)
+
+
+def test_stalled_keeps_its_place_in_line(store: Store, t0: float) -> None:
+    (first,) = store.enqueue([new_job(queue="sline")], now=t0)
+    (claimed,) = store.claim("w1", ["sline"], 1, 30, now=t0)
+    backlog = store.enqueue([new_job(queue="sline") for _ in range(2)], now=t0 + 5)
+    assert store.finish([Outcome(claimed.lease, "stalled", error="died")], now=t0 + 10) == []
+    order = [j.id for j in store.claim("w2", ["sline"], 1, 30, now=t0 + 10)]
+    order += [j.id for j in store.claim("w2", ["sline"], 1, 30, now=t0 + 10)]
+    assert order == [first, backlog[0]]
+
+
+def test_stalled_dead_letters_after_max_stalls(store: Store, t0: float) -> None:
+    job = running_job(store, t0, max_attempts=10, max_stalls=2)
+    lease = job.lease
+    assert store.finish([Outcome(lease, "stalled", error="crash 1")], now=t0 + 1) == []
+    assert must_get(store, job.id).status == "pending"
+    lease = claim_one(store, "w1", job.queue, t0 + 2).lease
+    assert store.finish([Outcome(lease, "stalled", error="crash 2")], now=t0 + 3) == []
+    after = must_get(store, job.id)
+    assert after.status == "failed"
+    assert after.failure_reason == "stalled"
+    assert (after.stall_count, after.failures, after.attempt) == (2, 0, 2)
+    assert after.finished_at == at(t0 + 3)
+    assert after.last_error == "crash 2"
+    assert after.locked_by is None
+    assert after.lease_until is None
+    assert [(r["error"], r["reason"]) for r in errors_of(after)] == [
+        ("crash 1", "stalled"), ("crash 2", "stalled")]
+    assert store.claim("w1", [job.queue], 1, 30, now=t0 + 100) == []
+
+
+def test_stalled_shares_the_budget_with_failures_and_reaps(store: Store, t0: float) -> None:
+    # max_attempts 3: one error, one reaped stall, then a stalled outcome spends the budget
+    # although max_stalls (5) is not reached.
+    job = running_job(store, t0, ttl=10, max_attempts=3, max_stalls=5)
+    out = Outcome(job.lease, "error", error="e", reason="error", retry_delay=0)
+    assert store.finish([out], now=t0 + 1) == []
+    claim_one(store, "w1", job.queue, t0 + 2, ttl=10)
+    (reaped,) = store.reap_expired(now=t0 + 20)
+    assert (reaped.status, reaped.stall_count) == ("pending", 1)
+    lease = claim_one(store, "w1", job.queue, t0 + 21).lease
+    assert store.finish([Outcome(lease, "stalled", error="boom")], now=t0 + 22) == []
+    after = must_get(store, job.id)
+    assert (after.status, after.failure_reason) == ("failed", "stalled")
+    assert (after.failures, after.stall_count, after.attempt) == (1, 2, 3)
+
+
+def test_stalled_without_error_text_and_in_a_mixed_batch(store: Store, t0: float) -> None:
+    crashed = running_job(store, t0, owner="w1")
+    fine = running_job(store, t0, owner="w1")
+    other = running_job(store, t0, owner="w1")
+    wrong = stale(other.lease, owner="w9")
+    rejected = store.finish([Outcome(crashed.lease, "stalled"), Outcome(wrong, "stalled"),
+                             Outcome(fine.lease, "done", result="1")], now=t0 + 1)
+    assert rejected == [wrong]
+    after = must_get(store, crashed.id)
+    assert (after.status, after.stall_count, after.last_error) == ("pending", 1, None)
+    assert errors_of(after) == []
+    assert must_get(store, fine.id).status == "done"
+    assert must_get(store, other.id).status == "running"
+
+
+def test_stalled_with_a_cancel_request_ends_cancelled(store: Store, t0: float) -> None:
+    # The cancel request sticks through a stalled outcome exactly as through a reap.
+    job = running_job(store, t0, max_attempts=5, max_stalls=3)
+    assert store.cancel(job.id, now=t0 + 1) == "requested"
+    out = Outcome(job.lease, "stalled", error="child 42 exited with code 1")
+    assert store.finish([out], now=t0 + 2) == []
+    after = must_get(store, job.id)
+    assert after.status == "cancelled", "the request was lost: the job would run again"
+    assert (after.stall_count, after.failures) == (1, 0)
+    assert after.failure_reason is None
+    assert after.finished_at == at(t0 + 2)
+    assert after.locked_by is None and after.lease_until is None
+    assert after.last_error == "child 42 exited with code 1"
+    assert [(r["reason"], r["owner"]) for r in errors_of(after)] == [("stalled", "w1")]
+    assert store.claim("w2", [job.queue], 1, 30, now=t0 + 100) == []
+
+
+@pytest.mark.parametrize("max_stalls", [3, 1], ids=["retried", "dead-lettered"])
+def test_a_replayed_stalled_outcome_is_accepted_and_counts_once(
+    store: Store, t0: float, max_stalls: int
+) -> None:
+    job = running_job(store, t0, max_attempts=5, max_stalls=max_stalls)
+    out = Outcome(job.lease, "stalled", error="child 42 killed by signal SIGKILL")
+    assert store.finish([out], now=t0 + 1) == []
+    before = must_get(store, job.id)
+    assert before.status == ("pending" if max_stalls > 1 else "failed")
+    assert store.finish([out], now=t0 + 2) == [], "our own applied outcome, replayed"
+    assert must_get(store, job.id) == before
+    # A different late outcome of the same claim is still rejected.
+    late = Outcome(job.lease, "done", result="1")
+    assert store.finish([late], now=t0 + 3) == [job.lease]
     assert must_get(store, job.id) == before

@@ -12,13 +12,21 @@ Records, so a test can prove what happened inside a worker it signalled:
 
 * ``runs-<pid>.jsonl``: every handler start, end and interruption: job, attempt, pid, wall time;
 * ``events-<pid>.jsonl``: ``lease_lost`` (detail ``why`` from the heartbeater, ``rejected``
-  from the completer's fenced write) and ``leadership_acquired``/``leadership_lost``.
+  from the completer's fenced write) and ``leadership_acquired``/``leadership_lost``;
+  ``child_exited`` of process-pool workers (detail ``child`` pid, ``why``, ``status``);
+* ``spin-<job>-<attempt>.log``: the side effect of the busy-looping tasks, one wall time per
+  line every 20 ms, so a test sees whether the handler is still running.
+
+With ``--pool process`` handlers run in child processes: ``pid`` in ``runs`` records is then
+the child's, and the events come from the worker (the parent).
 
 Handlers return ``{"job", "attempt", "pid"}`` so the stored result says which attempt won.
 """
 
 from __future__ import annotations
 
+import asyncio
+import ctypes
 import json
 import os
 import signal
@@ -148,10 +156,116 @@ def ledger(seconds: float = 0.1) -> None:
     _run("end")
 
 
+# -- process-pool tasks ----------------------------------------------------------------------
+def spin_file(job_id: int, attempt: int) -> Path:
+    return _dir() / f"spin-{job_id}-{attempt}.log"
+
+
+def _busy(seconds: float) -> None:
+    """A pure-Python busy loop for ``seconds``: it never blocks, never polls cancellation, and
+    appends its wall time to its side-effect file every 20 ms."""
+    job = tether.current_job()
+    path = spin_file(job.id, job.attempt)
+    end = time.monotonic() + seconds
+    next_write = 0.0
+    try:
+        while (now := time.monotonic()) < end:
+            if now >= next_write:
+                with open(path, "a") as f:
+                    f.write(f"{time.time()!r}\n")
+                next_write = now + 0.02
+    finally:  # a stopped child unwinds through here (SystemExit), knowing why
+        if job.cancelled:
+            _run("stopped", reason=job.stop_reason)
+
+
+@app.task(name="crash.spin", timeout=1, max_attempts=2, retry=FAST_RETRY)
+def spin(first: float, later: float = 0.0) -> dict[str, Any]:
+    """Busy-loops ``first`` seconds on attempt 1 (past its 1 s timeout), ``later`` after."""
+    _run("start")
+    _busy(first if tether.current_job().attempt == 1 else later)
+    _run("end")
+    return _result()
+
+
+@app.task(name="crash.spin_once", max_attempts=5)
+def spin_once(limit: float = 30.0) -> dict[str, Any]:
+    """Busy-loops up to ``limit`` seconds on attempt 1 (no timeout); later attempts return."""
+    _run("start")
+    if tether.current_job().attempt == 1:
+        _busy(limit)
+    _run("end")
+    return _result()
+
+
+@app.task(name="crash.csleep", timeout=1, max_attempts=2, retry=FAST_RETRY)
+def csleep(seconds: int = 30) -> dict[str, Any]:
+    """Attempt 1 blocks in C (libc ``sleep``, outside the interpreter) past its timeout."""
+    _run("start")
+    if tether.current_job().attempt == 1:
+        ctypes.CDLL(None).sleep(seconds)
+    _run("end")
+    return _result()
+
+
+@app.task(name="crash.die", max_attempts=10, max_stalls=2)
+def die(how: str, always: bool = False) -> dict[str, Any]:
+    """Crash the process running it on attempt 1 (every attempt with ``always``): ``segv``
+    (a NULL read through ctypes), ``exit`` (``os._exit(3)``) or ``hog`` (allocate until
+    ``--max-memory-per-child`` stops it; returns after 600 MiB if nothing does)."""
+    _run("start", how=how)
+    if always or tether.current_job().attempt == 1:
+        if how == "segv":
+            ctypes.string_at(0)
+        elif how == "exit":
+            os._exit(3)
+        elif how == "hog":
+            hoard = []
+            for _ in range(75):
+                hoard.append(b"x" * (8 << 20))  # touched pages: they count in the RSS
+                time.sleep(0.01)
+    _run("end")
+    return _result()
+
+
+@app.task(name="crash.pid")
+def pid() -> dict[str, Any]:
+    return {**_result(), "ppid": os.getppid()}
+
+
+@app.task(name="crash.apid")
+async def apid() -> dict[str, Any]:
+    await asyncio.sleep(0.01)
+    return {**_result(), "ppid": os.getppid(), "loop": True}
+
+
+@app.task(name="crash.checkpoints", max_attempts=5)
+def checkpoints(limit: float = 30.0) -> dict[str, Any]:
+    """Attempt 1 saves checkpoint i and progress {"i": i} for i = 1, 2, ... every 10 ms
+    (recording "try" before each) until a write is rejected; later attempts return what they
+    were given."""
+    job = tether.current_job()
+    _run("start")
+    if job.attempt == 1:
+        end = time.monotonic() + limit
+        i = 0
+        while time.monotonic() < end:
+            i += 1
+            _run("try", value=i)
+            try:
+                job.save_checkpoint(i)
+                job.set_progress({"i": i})
+            except tether.LeaseLost:
+                _run("rejected", value=i)
+                raise
+            time.sleep(0.01)
+    return {**_result(), "checkpoint": job.checkpoint, "progress": job.progress}
+
+
 def _on_event(event: Event) -> None:
     record("events", event=event.name, job=event.job_id, attempt=event.attempt,
            worker=event.worker, detail=event.detail)
 
 
-for _name in ("lease_lost", "leadership_acquired", "leadership_lost"):
+for _name in ("lease_lost", "leadership_acquired", "leadership_lost", "child_exited"):
     app.on(_name, _on_event)

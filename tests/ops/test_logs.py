@@ -137,3 +137,27 @@ def test_real_worker_banner_json_and_ctrl_c(tmp_path: Path, spawn: Spawn) -> Non
     assert len(dead) == 1 and dead[0]["reason"] == "error" and dead[0]["task"] == "ops.boom"
     stop = [d["message"] for d in lines if "SIGINT" in d["message"]]
     assert stop and "waiting up to 7s" in stop[0] and "again" in stop[0]
+
+
+def test_a_process_pool_stall_is_logged_as_a_dead_child_with_its_pid(
+    app: tether.App, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The completer's 'stalled' event (a child died running the attempt) is not the reaper's:
+    # the line names the child, not a worker that stopped renewing; child_exited is DEBUG.
+    caplog.set_level(logging.DEBUG, logger="tether.jobs")
+    ev = app.events
+    ev.emit("claimed", job_id=9, attempt=1, worker="w", detail={"task": "t.ok", "queue": "q1"})
+    ev.emit("stalled", job_id=9, attempt=1, worker="w", detail={
+        "task": "t.ok", "queue": "q1", "kind": "stalled", "reason": "stalled", "delay": 0.0,
+        "error": "child process 42 running the job died: killed by signal SIGSEGV (11)",
+        "child": 42})
+    ev.emit("child_exited", job_id=9, attempt=1, worker="w", detail={
+        "child": 42, "status": "killed by signal SIGSEGV (11)", "why": "crashed", "jobs": 3})
+    stalled, exited = records(caplog, 9)[1:]
+    assert stalled.levelno == logging.WARNING
+    assert "the process running its handler died" in stalled.getMessage()
+    assert "stopped renewing" not in stalled.getMessage()
+    assert (stalled.child, stalled.outcome, stalled.reason) == (42, "stalled", "stalled")  # type: ignore[attr-defined]
+    assert stalled.duration >= 0  # type: ignore[attr-defined]
+    assert exited.levelno == logging.DEBUG and exited.child == 42  # type: ignore[attr-defined]
+    assert "SIGSEGV" in exited.getMessage()

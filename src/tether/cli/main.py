@@ -83,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url", default=None, help="override the app's store URL")
     p.add_argument("--no-maintenance", action="store_true",
                    help="do not run the reaper/pruner in this worker")
+    p.add_argument("--pool", choices=["thread", "process"], default="thread",
+                   help="run handlers on threads (default) or in -c child processes, which "
+                        "are killed when their job must stop and whose crash costs one attempt")
+    p.add_argument("--max-tasks-per-child", type=c.positive_int, default=None, metavar="N",
+                   help="with --pool process: replace a child after N jobs")
+    p.add_argument("--max-memory-per-child", type=float, default=None, metavar="MIB",
+                   help="with --pool process: replace a child whose RSS passes MIB after a job; "
+                        "kill it (the attempt stalls) if it passes MIB during one")
     p.add_argument("--metrics-port", type=c.port, default=None,
                    help="serve Prometheus metrics on 127.0.0.1:PORT/metrics (needs "
                    "tether[metrics])")

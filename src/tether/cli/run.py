@@ -3,42 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import socket
-import sys
 import uuid
 from dataclasses import replace
 
 from tether import limits
-from tether.app import App
 from tether.config import make_settings
 from tether.errors import ConfigError
 from tether.events import Events
 from tether.logs import configure, worker_banner
 from tether.maintenance.maintainer import Maintainer
 from tether.stores import DEFAULT_URL
+from tether.worker.appspec import load_app
 from tether.worker.shutdown import Shutdown
 
 log = logging.getLogger("tether.cli")
-
-
-def load_app(spec: str) -> App:
-    """Import ``module:attribute`` (the current directory is importable, like ``python -m``)."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"expected MODULE:APP (e.g. myproject.jobs:app), got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {module_name!r}: {exc}") from exc
-    app = getattr(module, attr, None)
-    if not isinstance(app, App):
-        raise ConfigError(f"{spec!r} is not a tether.App (got {type(app).__name__})")
-    return app
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -60,10 +41,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise ConfigError(f"--queues: {exc}") from None
     app.store.check_schema()
+    process = args.pool == "process"
     worker = app.worker(concurrency=args.concurrency, queues=queues,
-                        maintenance=not args.no_maintenance)
+                        maintenance=not args.no_maintenance, pool=args.pool,
+                        app_spec=spec if process else None,
+                        max_tasks_per_child=args.max_tasks_per_child,
+                        max_memory_per_child=args.max_memory_per_child)
     message, fields = worker_banner(app, worker.id, list(worker.queues), args.concurrency,
-                                    getattr(args, "pool", None) or "threads")
+                                    "processes" if process else "threads")
     log.info("%s", message, extra=fields)
     stop_metrics = None
     if args.metrics_port is not None:

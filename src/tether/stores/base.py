@@ -26,24 +26,25 @@ Invariants every store upholds (the contract suite in ``tests/contract/`` proves
 Counting rules (shared by ``finish`` and ``reap_expired`` so every path agrees):
 
 * ``attempt`` counts claims and is the fence token; it never goes down.
-* ``failures`` counts handler errors and timeouts; ``stall_count`` counts reaped leases;
-  ``interruptions`` counts leases handed back on shutdown (neither a failure nor a stall).
+* ``failures`` counts handler errors and timeouts; ``stall_count`` counts stalls: leases the
+  reaper took back, and ``stalled`` outcomes (the holder saw the process running the handler
+  die); ``interruptions`` counts leases handed back on shutdown (neither a failure nor a stall).
 * An error retries while ``failures + stall_count < max_attempts`` (after the increment),
   otherwise the job is ``failed`` (the dead-letter state) with the given reason.
-* A stall retries while ``stall_count < max_stalls`` *and*
+* A stall (reaped, or a ``stalled`` outcome) retries while ``stall_count < max_stalls`` *and*
   ``failures + stall_count < max_attempts`` (after the increment), otherwise ``failed`` with
   reason ``stalled``.
 * A cancel request sticks: an attempt of a job with ``cancel_requested`` that ends by error,
-  timeout, stall (``reap_expired``) or hand-back (``released``) ends the job ``cancelled``
-  instead of retrying it (the request is not lost because the attempt happened to end
-  another way). ``done`` still wins: the work was done.
+  timeout, stall (``reap_expired`` or a ``stalled`` outcome) or hand-back (``released``) ends
+  the job ``cancelled`` instead of retrying it (the request is not lost because the attempt
+  happened to end another way). ``done`` still wins: the work was done.
 * Every error record appended to ``errors`` has exactly the keys ``attempt``, ``error``,
   ``reason``, ``at`` and ``owner`` (the lease's owner), from every path (finish, reap).
   Error text is stored through :func:`tether.text.clean_error`, so it reads back identically
   on every store.
-* A reaped or released job keeps its ``run_at``: it was due when claimed, so it is due again at
-  once *and keeps its place in line*. (Setting ``run_at = now`` would send recovered jobs to the
-  back of a backlog and break the recovery bound under load.)
+* A reaped, stalled or released job keeps its ``run_at``: it was due when claimed, so it is
+  due again at once *and keeps its place in line*. (Setting ``run_at = now`` would send
+  recovered jobs to the back of a backlog and break the recovery bound under load.)
 
 Payloads, results, checkpoints and progress cross this seam as JSON *text*: the API layer
 encodes once (refusing what JSON cannot carry) and the store never interprets them.
@@ -69,7 +70,7 @@ JobStatus = Literal["pending", "running", "done", "failed", "cancelled"]
 FailureReason = Literal[
     "error", "stalled", "timeout", "unknown_task", "bad_arguments", "bad_result"
 ]
-OutcomeKind = Literal["done", "error", "dead", "cancelled", "released"]
+OutcomeKind = Literal["done", "error", "dead", "cancelled", "released", "stalled"]
 CancelResult = Literal["cancelled", "requested", "finished"]
 
 STATUSES: tuple[JobStatus, ...] = ("pending", "running", "done", "failed", "cancelled")
@@ -189,6 +190,12 @@ class Outcome:
     * ``released``: lease handed back (shutdown, or a task this worker does not know):
       ``pending``, ``interruptions += 1``, neither a failure nor a stall. ``run_at`` is kept
       (due at once, first in line) when ``retry_delay`` is 0, else store now + retry_delay.
+    * ``stalled``: the process running the handler died mid-attempt (a process-pool child that
+      crashed), reported by its holder at once instead of waiting for the lease to expire.
+      Exactly the reaper's stall rule: ``stall_count += 1``; ``pending`` with ``run_at``
+      unchanged while ``stall_count < max_stalls`` and ``failures + stall_count <
+      max_attempts`` (after the increment), else ``failed`` with ``reason`` (default
+      ``stalled``). ``failures`` is unchanged. A cancel request sticks (``cancelled``).
 
     A batch is fenced outcome by outcome: a stale outcome next to the valid one for the same
     job is rejected and the valid one applied. The same outcome twice in one batch counts

@@ -34,7 +34,7 @@ from tether.worker.registry import Registry, Running
 log = logging.getLogger("tether.completer")
 
 _EVENT_OF = {"done": "completed", "dead": "failed", "cancelled": "cancelled",
-             "released": "released"}
+             "released": "released", "stalled": "stalled"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +57,13 @@ class Written:
 
 def event_for(entry: Running, outcome: Outcome) -> str:
     """Which event this outcome means; the holder knows the counts, nobody else can change them."""
+    job = entry.ctx.job
+    if outcome.kind == "stalled":  # the reap rule, seen from the holder
+        spent = (job.stall_count + 1 >= job.max_stalls
+                 or job.failures + job.stall_count + 1 >= job.max_attempts)
+        return "failed" if spent else "stalled"
     if outcome.kind != "error":
         return _EVENT_OF[outcome.kind]
-    job = entry.ctx.job
     return "failed" if job.failures + 1 + job.stall_count >= job.max_attempts else "retrying"
 
 
@@ -245,8 +249,11 @@ class Completer:
         for p in out.applied:
             ctx = p.entry.ctx
             o = p.outcome
+            detail: dict[str, object] = {
+                "task": ctx.job.task, "queue": ctx.job.queue, "kind": o.kind,
+                "reason": o.reason, "delay": o.retry_delay, "error": o.error}
+            child = p.entry.extra.get("child")
+            if child is not None:
+                detail["child"] = child  # the pid of the process-pool child that ran it
             self.events.emit(p.event, job_id=ctx.id, attempt=ctx.attempt,
-                             worker=self.owner, detail={
-                                 "task": ctx.job.task, "queue": ctx.job.queue,
-                                 "kind": o.kind, "reason": o.reason,
-                                 "delay": o.retry_delay, "error": o.error})
+                             worker=self.owner, detail=detail)

@@ -154,6 +154,8 @@ class Executor:
 def decide(ctx: JobContext, task: Task, result: Any, exc: BaseException | None) -> Outcome | None:
     """The outcome of an attempt whose handler returned ``result`` or raised ``exc``.
 
+    Shared by the thread executor and the process-pool child, so both pools end attempts alike.
+
     A result the store cannot hold, and arguments that do not fit the function
     (:class:`~tether.task.BadArguments`), fail the job at once: running the handler again
     cannot fix either, and re-running it would repeat its side effects for nothing.

@@ -36,6 +36,8 @@ class Running:
     async_task: asyncio.Task[object] | None = None
     loop: asyncio.AbstractEventLoop | None = None
     extra: dict[str, object] = field(default_factory=dict)
+    # Called after every interrupt (any thread): how a process pool stops the child running it.
+    on_interrupt: Callable[[Running, type[Interrupted]], None] | None = None
 
     @property
     def lease(self) -> Lease:
@@ -46,6 +48,9 @@ class Running:
         task, loop = self.async_task, self.loop
         if task is not None and loop is not None:
             loop.call_soon_threadsafe(task.cancel)
+        hook = self.on_interrupt
+        if hook is not None:
+            hook(self, why)
 
 
 class Registry:

@@ -3,7 +3,8 @@
 Threads and what each may touch:
 
 * fetcher: claims batches (one ``claim`` write per batch) into free slots;
-* handlers: a daemon thread pool and one asyncio loop (``executor``);
+* handlers: a daemon thread pool and one asyncio loop (``executor``), or child processes
+  (``procpool``, ``pool="process"``) driven by one supervisor and one reader thread per child;
 * heartbeater: its own store connection; renews every in-flight lease in one statement;
 * completer: writes outcomes in fenced batches;
 * deadlines: per-task timeouts; maintainer: reaper and pruner under leadership.
@@ -38,6 +39,8 @@ from tether.worker.executor import Executor
 from tether.worker.health import StoreHealth, classify, one_line, worth_logging
 from tether.worker.heartbeater import Heartbeater
 from tether.worker.paused import PausedQueues
+from tether.worker.poolconfig import make_pool_config
+from tether.worker.procpool import ProcessPool
 from tether.worker.registry import Registry, Running
 from tether.worker.shutdown import Phase, Shutdown
 from tether.worker.unknown import unknown_task_outcome
@@ -68,9 +71,16 @@ class Worker:
         concurrency: int = 10,
         queues: Sequence[str] | None = None,
         maintenance: bool = True,
+        pool: str = "thread",
+        app_spec: str | None = None,
+        max_tasks_per_child: int | None = None,
+        max_memory_per_child: float | None = None,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+        self.pool = make_pool_config(app, pool, app_spec=app_spec,
+                                     max_tasks_per_child=max_tasks_per_child,
+                                     max_memory_per_child=max_memory_per_child)
         self.app = app
         self.settings = app.settings
         self.concurrency = concurrency
@@ -90,7 +100,13 @@ class Worker:
             on_fatal=fatal, health=self.health)
         self.completer = Completer(self.store, self.id, self.registry, app.events,
                                    on_fatal=fatal, health=self.health)
-        self.executor = Executor(self.registry, self._settle, concurrency)
+        self.executor: Executor | ProcessPool
+        if self.pool.kind == "process":
+            self.executor = ProcessPool(self.registry, self._settle, self.store, app.events,
+                                        self.pool, concurrency=concurrency, owner=self.id,
+                                        on_fatal=fatal)
+        else:
+            self.executor = Executor(self.registry, self._settle, concurrency)
         self.deadlines = Deadlines(fatal)
         self.maintainer = Maintainer(
             self._maint_store, self.id, self.settings, app.events, on_fatal=fatal,
@@ -107,10 +123,12 @@ class Worker:
         """Run until stopped; returns the process exit code (0 on a clean stop)."""
         restore = self.shutdown.install() if install_signals else (lambda: None)
         try:
+            self.executor.start()  # a process pool's children have imported the app before a claim
             self.store.register_worker(WorkerInfo(
                 self.id, socket.gethostname(), os.getpid(), tuple(self.queues), self.concurrency))
-            log.debug("worker %s registered (lease_ttl=%ss)", self.id, self.settings.lease_ttl)
-            for part in (self.executor, self.heartbeater, self.completer, self.maintainer):
+            log.debug("worker %s registered (pool=%s, lease_ttl=%ss)", self.id, self.pool.kind,
+                      self.settings.lease_ttl)
+            for part in (self.heartbeater, self.completer, self.maintainer):
                 if part is not None:
                     part.start()
             self._fetcher.start()
@@ -319,6 +337,7 @@ class Worker:
         task = self.app.tasks[entry.ctx.task]
         log.warning("job %s attempt %s timed out after %ss", entry.ctx.id, entry.ctx.attempt,
                     task.options.timeout)
+        entry.extra["timed_out"] = True
         entry.interrupt(LeaseInterrupted)
         self._settle(entry, Outcome(
             entry.lease, "error", error=f"timed out after {task.options.timeout}s",

@@ -140,10 +140,13 @@ RETURNING j.id, j.attempt, j.locked_by, j.lease_token, j.cancel_requested
 -- rules of tether.stores.base are spelled out in the CASEs; every SET expression reads the row
 -- as it was before this update (and, under a concurrent write, as it is after it: the
 -- re-check sees cancel_requested set a moment ago). "Stays pending" is
---   (released OR (error AND failures + 1 + stall_count < max_attempts)) AND NOT cancel_requested
--- and is repeated where it matters. A requested cancel sticks: an error or hand-back of such
--- a job ends it cancelled. A released job keeps its run_at unless a retry_delay is given.
--- o.reason arrives defaulted per kind (error/dead: 'error', released: 'released', ...). The
+--   (released OR (error AND failures + 1 + stall_count < max_attempts)
+--    OR (stalled AND stall_count + 1 < max_stalls
+--        AND failures + stall_count + 1 < max_attempts: the reap rule)) AND NOT cancel_requested
+-- and is repeated where it matters. A requested cancel sticks: an error, stall or hand-back of
+-- such a job ends it cancelled. A released job keeps its run_at unless a retry_delay is given;
+-- a stalled one always keeps it (stall_count + 1, failures unchanged).
+-- o.reason arrives defaulted per kind (error/dead: 'error', stalled: 'stalled', ...). The
 -- batch is one JSON parameter unpacked by json_to_recordset: encoding it is one C call in the
 -- worker, where parallel arrays cost a sixth of a draining worker's CPU (profiled).
 -- The lease_token is kept and the applied outcome's digest stored, so that finish_replays
@@ -158,14 +161,17 @@ WITH clock AS (
 UPDATE {schema}.jobs j
 SET status = CASE
         WHEN (o.kind = 'released'
-              OR (o.kind = 'error' AND j.failures + 1 + j.stall_count < j.max_attempts))
+              OR (o.kind = 'error' AND j.failures + 1 + j.stall_count < j.max_attempts)
+              OR (o.kind = 'stalled' AND j.stall_count + 1 < j.max_stalls
+                  AND j.failures + j.stall_count + 1 < j.max_attempts))
              AND NOT j.cancel_requested THEN 'pending'
         WHEN o.kind IN ('done', 'cancelled') THEN o.kind
-        WHEN o.kind IN ('error', 'released') AND j.cancel_requested THEN 'cancelled'
+        WHEN o.kind IN ('error', 'released', 'stalled') AND j.cancel_requested THEN 'cancelled'
         ELSE 'failed'
     END,
     failures = j.failures + CASE WHEN o.kind IN ('error', 'dead') THEN 1 ELSE 0 END,
     interruptions = j.interruptions + CASE WHEN o.kind = 'released' THEN 1 ELSE 0 END,
+    stall_count = j.stall_count + CASE WHEN o.kind = 'stalled' THEN 1 ELSE 0 END,
     run_at = CASE
         WHEN (o.kind = 'released'
               OR (o.kind = 'error' AND j.failures + 1 + j.stall_count < j.max_attempts))
@@ -177,12 +183,17 @@ SET status = CASE
         WHEN o.kind = 'dead'
           OR (o.kind = 'error' AND NOT j.cancel_requested
               AND j.failures + 1 + j.stall_count >= j.max_attempts)
+          OR (o.kind = 'stalled' AND NOT j.cancel_requested
+              AND (j.stall_count + 1 >= j.max_stalls
+                   OR j.failures + j.stall_count + 1 >= j.max_attempts))
             THEN o.reason
         ELSE j.failure_reason
     END,
     finished_at = CASE
         WHEN (o.kind = 'released'
-              OR (o.kind = 'error' AND j.failures + 1 + j.stall_count < j.max_attempts))
+              OR (o.kind = 'error' AND j.failures + 1 + j.stall_count < j.max_attempts)
+              OR (o.kind = 'stalled' AND j.stall_count + 1 < j.max_stalls
+                  AND j.failures + j.stall_count + 1 < j.max_attempts))
              AND NOT j.cancel_requested THEN j.finished_at
         ELSE c.ts
     END,

@@ -63,9 +63,9 @@ from tether.text import clean_error
 
 #: The statement templates ({schema} unformatted); each store formats its own set.
 QUERIES = statements.TEMPLATES
-_KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
+_KINDS = frozenset({"done", "error", "dead", "cancelled", "released", "stalled"})
 _REASON = {"error": "error", "dead": "error", "released": "released",
-           "cancelled": "cancelled", "done": "done"}
+           "cancelled": "cancelled", "done": "done", "stalled": "stalled"}
 
 
 class PostgresStore(OpsMixin, Admin):

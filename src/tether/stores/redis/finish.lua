@@ -10,9 +10,11 @@
 --   done / cancelled -> terminal; released -> pending, interruptions + 1, run_at unchanged
 --   (due at once, first in line) unless retry_delay > 0 (then now + retry_delay);
 --   error -> failures + 1, pending at now + retry_delay while failures + stall_count <
---   max_attempts, else failed; dead -> failures + 1 and failed at once.
---   A cancel request sticks: error and released end the job 'cancelled' instead of pending
---   or failed-by-budget; done stays done, dead stays failed.
+--   max_attempts, else failed; dead -> failures + 1 and failed at once;
+--   stalled -> stall_count + 1, pending with run_at unchanged while stall_count < max_stalls
+--   and failures + stall_count < max_attempts (the rule of reap.lua), else failed.
+--   A cancel request sticks: error, stalled and released end the job 'cancelled' instead of
+--   pending or failed-by-budget; done stays done, dead stays failed.
 -- Error records carry the lease's owner and the reason (given, else by kind).
 -- ARGV: P, now|'', then per outcome 11 fields:
 --   id, attempt, owner, token, kind, has_result, result, has_error, error, reason|'',
@@ -21,7 +23,7 @@
 local now, now_s = clock(ARGV[2])
 local rejected, woken = {}, {}
 local DEFAULT_REASON = {error = 'error', dead = 'error', released = 'released',
-  cancelled = 'cancelled'}
+  cancelled = 'cancelled', stalled = 'stalled'}
 local n = 0
 for i = 3, #ARGV, 11 do
   n = n + 1
@@ -61,6 +63,20 @@ for i = 3, #ARGV, 11 do
         move_idx(id, q, 'running', 'pending')
         add_pending(id, q, prio, run_at)
         woken[q] = true
+      end
+    elseif kind == 'stalled' then
+      local stalls = tonumber(v[7]) + 1
+      redis.call('HSET', k, 'stall_count', stalls)
+      if cancel then
+        terminate(id, q, 'running', 'cancelled', now, now_s, ukey)
+      elseif stalls < tonumber(v[9]) and tonumber(v[6]) + stalls < tonumber(v[8]) then
+        redis.call('HSET', k, 'status', 'pending')
+        move_idx(id, q, 'running', 'pending')
+        add_pending(id, q, prio, tonumber(v[12]))
+        woken[q] = true
+      else
+        redis.call('HSET', k, 'failure_reason', reason)
+        terminate(id, q, 'running', 'failed', now, now_s, ukey)
       end
     else
       local failures = tonumber(v[6]) + 1

@@ -89,7 +89,7 @@ _SCRIPTS = (
     "fenced_write", "prune", "leader_acquire", "leader_renew", "leader_release",
     "worker_register", "worker_unregister", "list_jobs", "counts", "observe",
 )  # fmt: skip
-_KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
+_KINDS = frozenset({"done", "error", "dead", "cancelled", "released", "stalled"})
 _CANCEL: dict[int, CancelResult] = {1: "cancelled", 2: "requested", 3: "finished"}
 #: How long request records live (ms). A caller's own request id is honoured for 24 h (the
 #: contract); an id the store draws itself only has to outlive redis-py's immediate retry of

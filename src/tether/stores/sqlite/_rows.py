@@ -26,6 +26,7 @@ _DEFAULT_REASON = {
     "error": "error",
     "dead": "error",
     "released": "released",
+    "stalled": "stalled",
     "cancelled": "cancelled",
     "done": "done",
 }

@@ -146,11 +146,13 @@ UPDATE workers SET last_seen = :now WHERE id = :owner
 -- cleaned and reason defaulted by Python. The subquery applies the fence (id, attempt, owner,
 -- token, running) and computes the next status once, by the counting rules of base.py:
 --   done -> done;  cancelled -> cancelled;  dead -> failed
---   error / released with cancel_requested -> cancelled (a requested cancel sticks)
+--   error / released / stalled with cancel_requested -> cancelled (a requested cancel sticks)
 --   released  -> pending, interruptions + 1 (neither a failure nor a stall)
+--   stalled   -> stall_count + 1; pending while stall_count + 1 < max_stalls and
+--                failures + stall_count + 1 < max_attempts (the reap rule), else failed
 --   error     -> pending while failures + 1 + stall_count < max_attempts, else failed
 -- A retried error moves run_at to now + retry_delay; a released job keeps its run_at (due at
--- once, in its place in line) unless it asks for a delay. lease_token is kept: a replayed
+-- once, in its place in line) unless it asks for a delay; a stalled job always keeps it. lease_token is kept: a replayed
 -- finish recognises its own applied outcome by it (Python's finish_replayed).
 -- The error record: exactly attempt, error, reason, at, owner; a non-JSON errors column
 -- (written by another program) restarts as [] rather than failing the write.
@@ -161,7 +163,9 @@ UPDATE jobs
 SET status = o.next_status,
     failures = jobs.failures + (o.kind IN ('error', 'dead')),
     interruptions = jobs.interruptions + (o.kind = 'released'),
-    run_at = CASE WHEN o.next_status = 'pending' AND (o.kind = 'error' OR o.retry_delay > 0)
+    stall_count = jobs.stall_count + (o.kind = 'stalled'),
+    run_at = CASE WHEN o.next_status = 'pending'
+                   AND (o.kind = 'error' OR (o.kind = 'released' AND o.retry_delay > 0))
                   THEN :now + o.retry_delay ELSE jobs.run_at END,
     result = CASE o.kind WHEN 'done' THEN o.result ELSE jobs.result END,
     last_error = coalesce(o.error, jobs.last_error),
@@ -185,6 +189,10 @@ FROM (
                WHEN x.kind = 'dead' THEN 'failed'
                WHEN j.cancel_requested = 1 THEN 'cancelled'
                WHEN x.kind = 'released' THEN 'pending'
+               WHEN x.kind = 'stalled' THEN
+                   CASE WHEN j.stall_count + 1 < j.max_stalls
+                         AND j.failures + j.stall_count + 1 < j.max_attempts
+                        THEN 'pending' ELSE 'failed' END
                WHEN j.failures + 1 + j.stall_count < j.max_attempts THEN 'pending'
                ELSE 'failed'
            END AS next_status
@@ -213,7 +221,8 @@ RETURNING id
 -- finish leaves behind (reap and dead-letter retry clear it, a new claim overwrites it), in a
 -- status that outcome's kind leads to. A finish whose reply was lost and that is sent again is
 -- accepted, not reported rejected; a different late outcome (error after done) stays rejected.
--- :leases is a JSON array of [id, attempt, token, kind].
+-- :leases is a JSON array of [id, attempt, token, kind]; error and stalled outcomes may have
+-- left the job pending, failed or cancelled.
 SELECT j.id, j.attempt, j.lease_token, x.kind
 FROM (
     SELECT json_extract(value, '$[0]') AS id,

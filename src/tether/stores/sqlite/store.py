@@ -277,7 +277,7 @@ class SQLiteStore(SchemaMixin, AdminMixin, OpsMixin):
         if maybe is not None:  # rare: a stale outcome, or a replay; a plain read, no lock
             rows = self._db.get().execute(Q["finish_replayed"], {"leases": maybe})
             replayed = {(row[0], row[1], row[2], row[3]) for row in rows}
-        if accepted and any(o.kind in ("error", "released") for o in outcomes):
+        if accepted and any(o.kind in ("error", "released", "stalled") for o in outcomes):
             self.notify(())
         return plan.rejected(accepted, replayed)
 

@@ -1,0 +1,170 @@
+"""The pipe protocol between a worker and its process-pool children.
+
+Invariant: user data crosses the process boundary as JSON *text*, verbatim. A job's payload
+reaches the child byte for byte as the store holds it, and results, checkpoints and progress
+come back as the text the store will hold. Nothing is pickled: a message cannot run code in the
+process that reads it.
+
+A message is one header line (a JSON object; ``json.dumps`` escapes every newline, so the line
+cannot break early) followed by the raw UTF-8 bytes of the blobs it announces in ``"n"``: their
+lengths in order, ``-1`` for None. Lengths instead of embedding the texts as JSON strings keep
+a payload as stored and cost one slice to read instead of an escape and an unescape.
+
+Messages, parent to child: ``init`` (spec, sys.path, log level), ``run`` (job fields; blobs:
+payload, checkpoint, progress), ``reply`` (to a fenced write), ``stop`` (why the running
+attempt is being stopped; SIGTERM follows). Child to parent: ``ready``, ``fatal`` (the app
+could not be loaded), ``write`` (a checkpoint or progress value for the parent to store,
+fenced), ``outcome`` (how the attempt ended; blobs: result, error).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from tether.stores.base import Job, Lease, Outcome
+
+Header = dict[str, Any]
+Message = tuple[Header, list[str | None]]
+
+# The Job fields a child needs besides the texts sent as blobs; order is the wire order.
+_JOB_FIELDS = ("id", "task", "queue", "status", "priority", "run_at", "attempt", "max_attempts",
+               "failures", "stall_count", "max_stalls", "interruptions", "locked_by",
+               "lease_until", "created_at", "started_at", "finished_at", "failure_reason",
+               "unique_key", "cancel_requested", "lease_token")
+OUTCOME_KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
+
+
+class ProtocolError(Exception):
+    """The other side sent something that is not a message (it died mid-write, or a bug)."""
+
+
+def encode(header: Header, blobs: Sequence[str | None] = ()) -> bytes:
+    data = [None if b is None else b.encode() for b in blobs]
+    if data:
+        header = {**header, "n": [-1 if d is None else len(d) for d in data]}
+    line = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    return line + b"".join(d for d in data if d)
+
+
+class Reader:
+    """Reads messages from a pipe: one ``os.read`` per burst, messages cut from a buffer."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._buf = bytearray()
+        self._closed = False
+
+    def read(self) -> Message | None:
+        """The next message (blocking), or None at end of file."""
+        while True:
+            msg = self._cut()
+            if msg is not None:
+                return msg
+            if not self._fill():
+                if self._buf:
+                    raise ProtocolError("truncated message")
+                return None
+
+    def read_nowait(self) -> Message | None:
+        """A message that has fully arrived, or None; never blocks."""
+        msg = self._cut()
+        while msg is None and select.select([self.fd], [], [], 0)[0] and self._fill():
+            msg = self._cut()
+        return msg
+
+    def _fill(self) -> bool:
+        data = os.read(self.fd, 65536)
+        self._buf += data
+        return bool(data)
+
+    def _cut(self) -> Message | None:
+        end = self._buf.find(b"\n")
+        if end < 0:
+            return None
+        try:
+            header = json.loads(self._buf[:end])
+        except ValueError as exc:
+            raise ProtocolError(f"bad header: {exc}") from None
+        if not isinstance(header, dict) or not isinstance(header.get("op"), str):
+            raise ProtocolError("header without op")
+        sizes = header.get("n", ())
+        if len(self._buf) < end + 1 + sum(n for n in sizes if n > 0):
+            return None
+        at = end + 1
+        blobs: list[str | None] = []
+        for size in sizes:
+            if size < 0:
+                blobs.append(None)
+            else:
+                blobs.append(self._buf[at:at + size].decode())
+                at += size
+        del self._buf[:at]
+        return header, blobs
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            os.close(self.fd)
+
+
+class Writer:
+    """Writes whole messages to a pipe; thread-safe (one message at a time)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+        self._lock = threading.Lock()
+
+    def send(self, header: Header, blobs: Sequence[str | None] = ()) -> None:
+        """Raises OSError when the pipe is closed (the other side died, or close() ran)."""
+        view = memoryview(encode(header, blobs))
+        with self._lock:
+            if self._fd is None:
+                raise BrokenPipeError("pipe closed")
+            while view:
+                view = view[os.write(self._fd, view):]
+
+    def close(self) -> None:
+        """Close the pipe (the reader sees end of file); later sends raise, never hit a reused
+        descriptor number."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+# -- jobs and outcomes ----------------------------------------------------------------------
+def run_message(job: Job) -> Message:
+    return ({"op": "run", "job": [getattr(job, f) for f in _JOB_FIELDS]},
+            [job.payload, job.checkpoint, job.progress])
+
+
+def job_of(header: Header, blobs: list[str | None]) -> Job:
+    fields = dict(zip(_JOB_FIELDS, header["job"], strict=True))
+    payload, checkpoint, progress = blobs
+    return Job(**fields, payload=payload or "[[], {}]", checkpoint=checkpoint, progress=progress,
+               last_error=None, result=None)
+
+
+def outcome_message(lease: Lease, outcome: Outcome | None) -> Message:
+    header: Header = {"op": "outcome", "job": lease.job_id, "attempt": lease.attempt}
+    if outcome is None:
+        return {**header, "kind": None}, []
+    header.update(kind=outcome.kind, reason=outcome.reason, delay=outcome.retry_delay)
+    return header, [outcome.result, outcome.error]
+
+
+def outcome_of(header: Header, blobs: list[str | None], lease: Lease) -> Outcome | None:
+    """The Outcome a child reported, under the parent's own lease; ProtocolError if malformed."""
+    kind = header.get("kind")
+    if kind is None:
+        return None
+    if kind not in OUTCOME_KINDS or len(blobs) != 2:
+        raise ProtocolError(f"bad outcome {kind!r}")
+    reason = header.get("reason")
+    return Outcome(lease, kind, result=blobs[0], error=blobs[1], reason=reason,
+                   retry_delay=float(header.get("delay") or 0.0))

@@ -1,0 +1,65 @@
+"""Tasks for the in-process process-pool tests (tests/worker/test_pool.py).
+
+The worker runs in the test's process with a per-test App (its own store); its children import
+``tests.worker.pool_tasks:app``, which registers the same tasks under the same names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import tether
+
+FAST = tether.Backoff(base=0.01, factor=1.0, max=0.01, jitter=0.0)
+
+
+def register(app: tether.App) -> None:
+    @app.task(name="pool.add")
+    def add(a: int, b: int) -> dict[str, Any]:
+        return {"sum": a + b, "pid": os.getpid()}
+
+    @app.task(name="pool.amul")
+    async def amul(a: int, b: int) -> dict[str, Any]:
+        await asyncio.sleep(0.01)
+        return {"product": a * b, "pid": os.getpid()}
+
+    @app.task(name="pool.fail", max_attempts=5)
+    def fail() -> None:
+        raise tether.Fail("bad input")
+
+    @app.task(name="pool.flaky", max_attempts=3, retry=FAST)
+    def flaky() -> int:
+        attempt = tether.current_job().attempt
+        if attempt < 3:
+            raise RuntimeError(f"boom {attempt}")
+        return attempt
+
+    @app.task(name="pool.later", max_attempts=5)
+    def later() -> str:
+        if tether.current_job().attempt == 1:
+            raise tether.Retry("not yet", delay=0.05)
+        return "ok"
+
+    @app.task(name="pool.unjson", max_attempts=1)
+    def unjson() -> object:
+        return {1, 2}
+
+    @app.task(name="pool.txn", max_attempts=1)
+    def txn() -> None:
+        with tether.current_job().transaction():
+            pass
+
+    @app.task(name="pool.ckpt")
+    def ckpt(text: str) -> dict[str, Any]:
+        job = tether.current_job()
+        seen = job.checkpoint
+        job.save_checkpoint({"seen": seen, "n": 1})
+        job.set_progress({"at": 1, "text": text})
+        return {"dedup": job.dedup_key, "queue": job.queue, "seen": seen,
+                "checkpoint": job.checkpoint, "progress": job.progress, "text": text}
+
+
+app = tether.App()
+register(app)
