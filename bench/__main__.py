@@ -1,11 +1,14 @@
 """``python -m bench run``: every scenario on every store, written to bench/results/.
 
     python -m bench run [--quick] [--stores sqlite,postgres,redis]
-                        [--scenarios enqueue,drain,latency,recovery,heartbeat,reap,memory,pool]
+                        [--scenarios drain,enqueue,startup,latency,recovery,heartbeat,reap,...]
                         [--runs 3] [--drain-large 1000000] [--reap-history 1000000] ...
     python -m bench render bench/results/latest.json   # re-write the Markdown from the JSON
 
-The default is the full run (10,000-job drains plus a 1,000,000-job drain, a 1,000,000-job
+The drains come first, at tether's defaults (``-c 10``, thread pool) before any other
+concurrency, each beside its reference measured in the same run (the bare psycopg loop; saq
+on Redis when installed). The default is the full run (10,000-job drains plus 100,000- and
+1,000,000-job drains, a 1,000,000-job
 history for the reap scenario); ``--quick`` uses small sizes for a check in a few minutes.
 Only loopback servers are used, each run in its own PostgreSQL schema / Redis key prefix /
 SQLite file, removed afterwards. See docs/benchmarks.md.
@@ -57,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, help="runs per figure (>= 3 for a report)")
     p.add_argument("--enqueue-jobs", type=int)
     p.add_argument("--drain-jobs", type=int)
+    p.add_argument("--drain-medium", type=int, help="size of the 100k drain; 0 skips it")
     p.add_argument("--drain-large", type=int, help="size of the large drain; 0 skips it")
     p.add_argument("--large-runs", type=int, help="runs of the large drain")
     p.add_argument("--concurrency", type=_ints, dest="concurrencies",
@@ -84,7 +88,8 @@ def make_config(args: argparse.Namespace) -> Config:
     cfg = Config.preset_named(args.preset or ("quick" if args.quick else "full"))
     overrides = {
         k: getattr(args, k)
-        for k in ("runs", "enqueue_jobs", "drain_jobs", "drain_large", "large_runs",
+        for k in ("runs", "enqueue_jobs", "drain_jobs", "drain_medium", "drain_large",
+                  "large_runs",
                   "concurrencies", "latency_jobs", "recovery_trials", "recovery_lease_ttl",
                   "hb_inflight", "reap_history", "reap_expired", "memory_jobs", "pool_jobs",
                   "pool_concurrencies", "pool_trials", "pool_cpu_jobs")

@@ -33,9 +33,10 @@ class Config:
     runs: int = 3
     enqueue_jobs: int = 10_000
     drain_jobs: int = 10_000
+    drain_medium: int = 100_000  # 0 skips it
     drain_large: int = 1_000_000  # 0 skips the large drain
     large_runs: int = 3
-    large_concurrency: int = 50
+    large_concurrency: int = 10
     concurrencies: tuple[int, ...] = (10, 50)
     latency_jobs: int = 200
     latency_gap: float = 0.05
@@ -64,12 +65,14 @@ class Config:
         if name == "full":
             return cls()
         if name == "quick":
-            return cls(preset="quick", enqueue_jobs=1_000, drain_jobs=2_000, drain_large=0,
+            return cls(preset="quick", enqueue_jobs=1_000, drain_jobs=2_000, drain_medium=0,
+                       drain_large=0,
                        latency_jobs=40, recovery_trials=5, hb_inflight=(10, 200),
                        hb_window=3.0, reap_history=20_000, reap_expired=1_000,
                        memory_jobs=2_000, pool_jobs=1_000, pool_trials=5, pool_cpu_jobs=20)
         if name == "smoke":
-            return cls(preset="smoke", runs=1, enqueue_jobs=50, drain_jobs=50, drain_large=0,
+            return cls(preset="smoke", runs=1, enqueue_jobs=50, drain_jobs=50, drain_medium=0,
+                       drain_large=0,
                        large_runs=1, concurrencies=(10,), latency_jobs=10, latency_gap=0.02,
                        recovery_trials=2, recovery_lease_ttl=1.0, hb_inflight=(5,),
                        hb_lease_ttl=1.5, hb_window=1.0, reap_history=500, reap_expired=100,

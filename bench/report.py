@@ -12,12 +12,15 @@ from bench.common import Outcome, fmt
 #: The targets of the brief: (store, scenario, a substring of the figure name, label). A target
 #: whose figure is absent from a run is listed as "not measured".
 TARGETS: tuple[tuple[str, str, str, str], ...] = (
-    ("postgres", "drain", "tether drain / bare loop", "PG drain >= 60 % of the bare loop"),
-    ("postgres", "drain", " vs ", "PG drain with 1,000,000 queued >= 90 % of 10,000"),
+    ("sqlite", "drain", "(the defaults)", "SQLite drain at the defaults >= 15,000 jobs/s"),
+    ("postgres", "drain", "tether drain / bare loop", "PG drain at the defaults >= 60 % of the "
+     "bare loop"),
+    ("redis", "drain", "tether drain / saq", "Redis drain at the defaults >= 3x saq"),
+    ("postgres", "drain", " vs ", "PG drain with 100,000 / 1,000,000 queued >= 90 % of 10,000"),
     ("postgres", "enqueue", "enqueue_many", "PG enqueue_many >= 30,000 jobs/s"),
     ("postgres", "enqueue", "single enqueue cost", "single enqueue <= 1.5x INSERT round trip"),
-    ("sqlite", "drain", "drain ", "SQLite drain >= 5,000 jobs/s"),
-    ("redis", "drain", "drain ", "Redis drain >= 4,000 jobs/s"),
+    *((s, "startup", "to first job", "worker start to first job < 0.5 s") for s in
+      ("sqlite", "postgres", "redis")),
     ("postgres", "latency", "p99", "pick-up p99 < 50 ms"),
     ("redis", "latency", "p99", "pick-up p99 < 50 ms"),
     *((s, "recovery", "p99", "recovery p99 <= lease_ttl + 1 s") for s in

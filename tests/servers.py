@@ -19,6 +19,10 @@ import pytest
 PG_DSN = os.environ.get("TETHER_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 REDIS_URL = os.environ.get("TETHER_TEST_REDIS", "redis://127.0.0.1:6379/0")
 STORE_KINDS = ("sqlite", "postgres", "redis")
+#: Suites that stay in one process (the contract suite, the in-process worker suite) also run on
+#: the memory store; suites that share a store with another process (crash tests, CLI
+#: subprocesses) cannot use it, so STORE_KINDS leaves it out.
+IN_PROCESS_KINDS = (*STORE_KINDS, "memory")
 
 
 def _reachable(host: str, port: int) -> bool:
@@ -70,6 +74,8 @@ def isolated_url(kind: str, tmp_path: Path) -> Iterator[str]:
             yield f"{PG_DSN}?schema={tag}"
         finally:
             _drop_pg_schema(tag)
+    elif kind == "memory":
+        yield f"memory://{tag}"
     elif kind == "redis":
         require_server("redis")
         try:

@@ -26,5 +26,5 @@ def test_mypy_strict() -> None:
 @pytest.mark.timeout(120)
 def test_ruff() -> None:
     ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
-    result = _run(ruff, "check", "src", "tests", "bench")
+    result = _run(ruff, "check", "src", "tests", "bench", "examples")
     assert result.returncode == 0, result.stdout + result.stderr

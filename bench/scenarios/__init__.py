@@ -19,6 +19,7 @@ def registry() -> dict[str, Scenario]:
         pool,
         reap,
         recovery,
+        startup,
     )
 
     return {
@@ -30,7 +31,9 @@ def registry() -> dict[str, Scenario]:
         "reap": reap.run,
         "memory": memory.run,
         "pool": pool.run,
+        "startup": startup.run,
     }
 
 
-ORDER = ("enqueue", "drain", "latency", "recovery", "heartbeat", "reap", "memory", "pool")
+ORDER = ("drain", "enqueue", "startup", "latency", "recovery", "heartbeat", "reap", "memory",
+         "pool")

@@ -1,16 +1,48 @@
 """Scenario 1, enqueue: N jobs one by one (``task.enqueue``) and as one ``enqueue_many``.
 
 On PostgreSQL also the reference: one bare ``INSERT ... RETURNING id`` round trip with psycopg;
-tether's single enqueue should cost at most 1.5x that.
+tether's single enqueue should cost at most 1.5x that. The two are measured *interleaved*:
+blocks of tether enqueues alternate with blocks of bare INSERTs on their own connection, and
+each run's ratio is the median tether block over the median bare block of that run. On a
+machine shared with other work, figures taken a minute apart differ by 2x (issue #10 saw the
+same code at 1.4x and 2.2x), so only a ratio measured under the same load means anything.
+The bare INSERT is also run into tether's own ``jobs`` table (same row shape and indexes), to
+tell what the table costs from what tether's statement and Python add.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections.abc import Callable
+
+import psycopg
 
 from bench import baseline
 from bench.apps import NOOP, make_app
-from bench.common import Config, Figure, isolated, pg_schema
+from bench.common import PG_DSN, Config, Figure, isolated, pg_schema
+
+#: Operations per interleaved block.
+BLOCK = 200
+
+
+def _blocks(fns: dict[str, Callable[[], object]], n: int) -> dict[str, list[float]]:
+    """Seconds per operation of each block, the variants run round robin, n ops each."""
+    out: dict[str, list[float]] = {name: [] for name in fns}
+    done = 0
+    while done < n:
+        size = min(BLOCK, n - done)
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(size):
+                fn()
+            out[name].append((time.perf_counter() - t0) / size)
+        done += size
+    return out
+
+
+def _insert(conn: psycopg.Connection[object], sql: str) -> Callable[[], object]:
+    return lambda: conn.execute(sql, (NOOP, "[[], {}]")).fetchone()
 
 
 def run(kind: str, cfg: Config) -> list[Figure]:
@@ -18,39 +50,66 @@ def run(kind: str, cfg: Config) -> list[Figure]:
     single: list[float] = []
     many: list[float] = []
     insert_s: list[float] = []
+    same_s: list[float] = []
+    ratios: list[float] = []
     for _ in range(cfg.runs):
         with isolated(kind, cfg) as url:
             app = make_app(url)
+            bare: psycopg.Connection[object] | None = None
             try:
                 task = app.tasks[NOOP]
-                for _ in range(min(50, n)):  # warm: connection, pool, prepared statements
-                    task.enqueue()
-                t0 = time.perf_counter()
-                for _ in range(n):
-                    task.enqueue()
-                single.append(n / (time.perf_counter() - t0))
+                fns: dict[str, Callable[[], object]] = {"tether": task.enqueue}
+                if kind == "postgres":
+                    schema = pg_schema(url)
+                    bare = psycopg.connect(PG_DSN, autocommit=True)
+                    baseline.create_table(bare, schema)
+                    slim = (f'INSERT INTO "{schema}".bare_jobs (task, payload) '
+                            "VALUES (%s, %s) RETURNING id")
+                    same = (f'INSERT INTO "{schema}".jobs (task, payload, queue, priority, '
+                            "run_at, max_attempts, max_stalls, created_at) VALUES (%s, %s, "
+                            "'default', 0, statement_timestamp(), 5, 3, statement_timestamp()) "
+                            "RETURNING id")
+                    fns["bare"] = _insert(bare, slim)
+                    fns["same"] = _insert(bare, same)
+                for fn in fns.values():  # warm: connections, pool, prepared statements
+                    for _ in range(min(50, n)):
+                        fn()
+                blocks = _blocks(fns, n)
+                single.append(1 / statistics.median(blocks["tether"]))
+                if bare is not None:
+                    insert_s.append(statistics.median(blocks["bare"]))
+                    same_s.append(statistics.median(blocks["same"]))
+                    ratios.append(statistics.median(blocks["tether"]) / insert_s[-1])
                 calls: list[tuple[tuple[()], dict[str, object]]] = [((), {})] * n
                 t0 = time.perf_counter()
                 ids = task.enqueue_many(calls)
                 many.append(n / (time.perf_counter() - t0))
                 assert len(ids) == n
-                if kind == "postgres":
-                    insert_s.append(baseline.insert_round_trip(pg_schema(url), n))
             finally:
+                if bare is not None:
+                    bare.close()
                 app.close()
     figs = [
-        Figure(kind, "enqueue", f"enqueue one by one ({n:,})", "jobs/s", single),
+        Figure(kind, "enqueue", f"enqueue one by one ({n:,})", "jobs/s", single,
+               note=f"median of {BLOCK}-job blocks"),
         Figure(kind, "enqueue", f"enqueue_many ({n:,} in one call)", "jobs/s", many),
     ]
     if kind == "postgres":
         figs[1].expect(">=", 30_000)
         ref = Figure(kind, "enqueue", "bare INSERT ... RETURNING id round trip", "ms",
-                     [s * 1000 for s in insert_s], note="psycopg alone, autocommit")
+                     [s * 1000 for s in insert_s],
+                     note="psycopg alone, autocommit, interleaved with tether's enqueues")
+        same_ref = Figure(kind, "enqueue", "bare INSERT into tether's jobs table", "ms",
+                          [s * 1000 for s in same_s],
+                          note="same row shape and indexes as tether's, interleaved")
         per_enqueue = Figure(kind, "enqueue", "single enqueue cost", "ms",
                              [1000 / r for r in single])
-        ratio = per_enqueue.median / ref.median
-        per_enqueue.expect("<=", 1.5 * ref.median,
-                           text=f"<= 1.5x INSERT round trip ({1.5 * ref.median:.3f} ms)")
-        per_enqueue.note = f"{ratio:.2f}x the bare INSERT round trip"
-        figs += [per_enqueue, ref]
+        ratio = Figure(kind, "enqueue", "single enqueue / bare INSERT (same run)", "x", ratios,
+                       note="ratio of the interleaved blocks' medians, per run")
+        # The target sits on "single enqueue cost" (the figure bench/report.py's TARGETS names)
+        # but is judged on the per-run ratio: the median of each run's interleaved ratio.
+        per_enqueue.expect("<=", 1.5, value=ratio.median,
+                           text="<= 1.5x the bare INSERT round trip in the same run")
+        per_enqueue.note = f"{ratio.median:.2f}x the bare INSERT round trip in the same run"
+        figs += [per_enqueue, ref, same_ref, ratio]
     return figs

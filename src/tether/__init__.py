@@ -6,13 +6,16 @@ worker that lost its claim can never again change that job. See docs/guarantees.
 
 from tether.app import App
 from tether.backoff import Backoff
+from tether.codec import Codec, JSONCodec
 from tether.context import JobContext, current_job
 from tether.errors import (
     ConfigError,
     Fail,
     Interrupted,
     JobCancelled,
+    JobFailed,
     JobNotFound,
+    JobWasCancelled,
     LeaseInterrupted,
     LeaseLost,
     Retry,
@@ -24,22 +27,27 @@ from tether.errors import (
     TetherError,
 )
 from tether.events import Event
-from tether.stores.base import Job
+from tether.jobid import JobId
+from tether.jobview import Job
 from tether.task import Task
-
-__version__ = "0.1.0"
+from tether.version import __version__
 
 __all__ = [
     "App",
     "Backoff",
+    "Codec",
     "ConfigError",
     "Event",
     "Fail",
     "Interrupted",
+    "JSONCodec",
     "Job",
     "JobCancelled",
     "JobContext",
+    "JobFailed",
+    "JobId",
     "JobNotFound",
+    "JobWasCancelled",
     "LeaseInterrupted",
     "LeaseLost",
     "Retry",

@@ -14,9 +14,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
-from tether import payload
+from tether.codec import DEFAULT_CODEC, Codec, from_text, to_text
 from tether.errors import (
     ConfigError,
     Interrupted,
@@ -35,8 +36,9 @@ _EVENTS = threading.Lock()  # guards the lazy Event of every context; taken rare
 class JobContext:
     """One attempt of one job, as its handler sees it. ``(id, attempt)`` is the dedup key."""
 
-    def __init__(self, job: Job, store: Store) -> None:
+    def __init__(self, job: Job, store: Store, codec: Codec = DEFAULT_CODEC) -> None:
         self.job = job
+        self.codec = codec
         self.lease: Lease = job.lease
         self._store = store
         # A flag, and an Event only for handlers that actually wait(): building an Event (a
@@ -69,13 +71,21 @@ class JobContext:
         return f"{self.job.id}:{self.job.attempt}"
 
     @property
+    def scheduled_at(self) -> datetime | None:
+        """The tick a periodic schedule enqueued this job for (UTC), else None."""
+        from tether.periodic import tick_of
+
+        tick = tick_of(self.job.payload)
+        return None if tick is None else datetime.fromtimestamp(tick, UTC)
+
+    @property
     def checkpoint(self) -> Any:
         """What an earlier attempt (or this one) saved with ``save_checkpoint``; None if none."""
-        return payload.loads(self.job.checkpoint)
+        return from_text(self.codec, self.job.checkpoint)
 
     @property
     def progress(self) -> Any:
-        return payload.loads(self.job.progress)
+        return from_text(self.codec, self.job.progress)
 
     # -- stopping ------------------------------------------------------------------------
     @property
@@ -120,14 +130,14 @@ class JobContext:
     # -- fenced writes -------------------------------------------------------------------
     def save_checkpoint(self, value: Any) -> None:
         """Persist ``value`` for the next attempt. Raises LeaseLost if this attempt is stale."""
-        text = payload.dumps(value, "checkpoint")
+        text = to_text(self.codec, value, "checkpoint")
         if not self._store.save_checkpoint(self.lease, text):
             self.interrupt(LeaseInterrupted)
             raise LeaseLost(self.id, self.attempt, "checkpoint")
         self.job = _replace_job(self.job, checkpoint=text)
 
     def set_progress(self, value: Any) -> None:
-        text = payload.dumps(value, "progress")
+        text = to_text(self.codec, value, "progress")
         if not self._store.set_progress(self.lease, text):
             self.interrupt(LeaseInterrupted)
             raise LeaseLost(self.id, self.attempt, "progress")

@@ -11,6 +11,8 @@ The tree::
     │   │                      replaced): a worker must stop, not carry on against nothing
     │   └── SchemaError        schema missing, or newer than this tether knows
     ├── LeaseLost              a fenced write was rejected: this worker no longer holds the job
+    ├── JobFailed              ``app.wait``: the job was dead-lettered
+    │   └── JobWasCancelled    ``app.wait``: the job was cancelled
     └── Interrupted            raised inside a handler by ``check_cancelled()``
         ├── JobCancelled       someone asked to cancel the job
         ├── LeaseInterrupted   the lease was lost (reaped, timed out, store unreachable)
@@ -21,6 +23,11 @@ Handlers may raise ``Retry`` (retry after a given delay, counted as a failure) o
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tether.jobview import Job
 
 
 class TetherError(Exception):
@@ -63,6 +70,37 @@ class LeaseLost(TetherError):
         )
         self.job_id = job_id
         self.attempt = attempt
+
+
+class JobFailed(TetherError):
+    """The job waited for did not succeed: it was dead-lettered (``failed``).
+
+    ``job`` is its view as read when the wait ended; ``reason`` its ``failure_reason``
+    (``error``, ``timeout``, ``stalled``, ``bad_arguments``...) and ``last_error`` the error
+    text of its last attempt.
+    """
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.job_id = job.id
+        self.reason = job.failure_reason
+        self.last_error = job.last_error
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        last = (self.last_error or "").strip().splitlines()
+        return (f"job {self.job.id} ({self.job.task}) failed after {self.job.attempt} "
+                f"attempt(s), reason {self.reason}: {last[0] if last else 'no error recorded'}")
+
+    def __reduce__(self) -> tuple[type, tuple[Job]]:
+        return (type(self), (self.job,))
+
+
+class JobWasCancelled(JobFailed):
+    """The job waited for was cancelled (``App.cancel``) before it could finish."""
+
+    def _message(self) -> str:
+        return f"job {self.job.id} ({self.job.task}) was cancelled"
 
 
 class Interrupted(TetherError):

@@ -17,6 +17,9 @@ worker's threads never format or count anything themselves):
   ``jobs`` (attempts it ran); with the job id and attempt when it died running one.
 * ``heartbeat``: ``rtt`` (seconds, the round trip of one batched renewal), ``leases``.
 * ``leadership_acquired`` / ``leadership_lost``: ``name``, ``term`` (and ``why`` when lost).
+* ``schedule_enqueued`` (job id set) / ``schedule_skipped`` (the maintenance leader, issue #12):
+  ``schedule``, ``task``, ``tick`` (epoch seconds), ``why`` (skipped: ``catch_up=none``,
+  ``catch_up=latest``, ``catch_up=all`` bound, ``start``) and ``missed`` (ticks passed over).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ log = logging.getLogger("tether.events")
 EVENTS = frozenset({
     "claimed", "completed", "retrying", "failed", "stalled", "lease_lost", "cancelled",
     "released", "leadership_acquired", "leadership_lost", "heartbeat", "child_exited",
+    "schedule_enqueued", "schedule_skipped",
 })
 
 

@@ -133,8 +133,8 @@ def worker_banner(app: App, worker_id: str, queues: list[str], concurrency: int,
     One line (grep-able, one JSON object in json format); the store URL's password is
     redacted. Returns (message, structured fields).
     """
-    from tether import __version__
     from tether.stores.urls import redact
+    from tether.version import __version__
 
     tasks = sorted(app.tasks)
     s = app.settings
@@ -211,6 +211,10 @@ class JobLog:
                       self._where(f), extra=f)
 
     def completed(self, event: Event) -> None:
+        if not log.isEnabledFor(logging.DEBUG):  # the per-job hot path: no line to build
+            with self._lock:
+                self._claims.pop((event.job_id, event.attempt), None)
+            return
         f = self._fields(event, end=True)
         f["outcome"] = "done"
         log.debug("job %s attempt %s done%s", event.job_id, event.attempt, self._where(f),
@@ -253,8 +257,10 @@ class JobLog:
     def released(self, event: Event) -> None:
         f = self._fields(event, end=True)
         f["outcome"] = "released"
-        log.info("job %s attempt %s handed back (worker stopping)%s", event.job_id,
-                 event.attempt, self._where(f), extra=f)
+        why = event.detail.get("why") or "worker stopping"
+        (log.debug if "not started" in why else log.info)(
+            "job %s attempt %s handed back (%s)%s", event.job_id, event.attempt, why,
+            self._where(f), extra=f)
 
     def lease_lost(self, event: Event) -> None:
         f = self._fields(event, end=True)

@@ -26,7 +26,8 @@ Without an SDK configured, OpenTelemetry's API is a no-op: nothing is written in
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -71,43 +72,64 @@ def _outcome(exc: BaseException, will_retry: bool) -> str:
 class Tracing:
     def __init__(self, app: App, tracer_provider: trace.TracerProvider | None,
                  parent: bool) -> None:
-        from tether import __version__
+        from tether.version import __version__
 
         self.app = app
         self.parent = parent
         self.tracer = trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
 
     # -- producer ------------------------------------------------------------------------------
+    @contextmanager
+    def _publish(self, jobs: Sequence[NewJob]) -> Iterator[tuple[Sequence[NewJob], Any]]:
+        """The producer span of one enqueue call, and the jobs carrying its context."""
+        first = jobs[0]
+        attrs: dict[str, Any] = {
+            "messaging.system": "tether", "messaging.operation.type": "send",
+            "messaging.destination.name": first.queue, "tether.task": first.task,
+            "tether.queue": first.queue, "messaging.batch.message_count": len(jobs),
+        }
+        with self.tracer.start_as_current_span(f"tether publish {first.task}",
+                                               kind=SpanKind.PRODUCER,
+                                               attributes=attrs) as span:
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier)
+            if carrier:
+                jobs = [replace(j, payload=payload.with_meta(j.payload, trace=carrier))
+                        for j in jobs]
+            yield jobs, span
+
+    @staticmethod
+    def _published(span: Any, ids: list[int]) -> list[int]:
+        if len(ids) == 1:
+            span.set_attribute("tether.job.id", ids[0])
+        else:
+            span.set_attribute("tether.job.ids", list(ids))
+        return ids
+
     def wrap_enqueue(self, enqueue: Callable[..., list[int]]) -> Callable[..., list[int]]:
         @functools.wraps(enqueue)
         def traced(jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
             if not jobs:
                 return enqueue(jobs, conn=conn)
-            first = jobs[0]
-            attrs: dict[str, Any] = {
-                "messaging.system": "tether", "messaging.operation.type": "send",
-                "messaging.destination.name": first.queue, "tether.task": first.task,
-                "tether.queue": first.queue, "messaging.batch.message_count": len(jobs),
-            }
-            with self.tracer.start_as_current_span(f"tether publish {first.task}",
-                                                   kind=SpanKind.PRODUCER,
-                                                   attributes=attrs) as span:
-                carrier: dict[str, str] = {}
-                propagate.inject(carrier)
-                if carrier:
-                    jobs = [replace(j, payload=payload.with_meta(j.payload, trace=carrier))
-                            for j in jobs]
-                ids = enqueue(jobs, conn=conn)
-                if len(ids) == 1:
-                    span.set_attribute("tether.job.id", ids[0])
-                else:
-                    span.set_attribute("tether.job.ids", list(ids))
-                return ids
+            with self._publish(jobs) as (carried, span):
+                return self._published(span, enqueue(carried, conn=conn))
+
+        return traced
+
+    def wrap_aenqueue(self, enqueue: Callable[..., Awaitable[list[int]]]
+                      ) -> Callable[..., Awaitable[list[int]]]:
+        """The same for ``App.aenqueue_jobs`` (the async producer API)."""
+        @functools.wraps(enqueue)
+        async def traced(jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+            if not jobs:
+                return await enqueue(jobs, conn=conn)
+            with self._publish(jobs) as (carried, span):
+                return self._published(span, await enqueue(carried, conn=conn))
 
         return traced
 
     # -- consumer ------------------------------------------------------------------------------
-    def _start(self, task: Task) -> tuple[Any, Any] | None:
+    def _start(self, task: Task[Any, Any]) -> tuple[Any, Any] | None:
         """(the consumer span, the context token to detach) for the current attempt; None
         when the task is called directly, outside a worker."""
         try:
@@ -148,7 +170,7 @@ class Tracing:
             otel_context.detach(token)
             span.end()
 
-    def wrap_task(self, task: Task) -> None:
+    def wrap_task(self, task: Task[Any, Any]) -> None:
         func = task.func
         if getattr(func, _MARK, False):
             return
@@ -197,6 +219,7 @@ def instrument(app: App, *, tracer_provider: trace.TracerProvider | None = None,
         tracing = Tracing(app, tracer_provider, parent)
         # The one seam every enqueue goes through (Task.enqueue, enqueue_many, App.enqueue).
         setattr(app, "enqueue_jobs", tracing.wrap_enqueue(app.enqueue_jobs))  # noqa: B010
+        setattr(app, "aenqueue_jobs", tracing.wrap_aenqueue(app.aenqueue_jobs))  # noqa: B010
         setattr(app, "_tether_tracing", tracing)  # noqa: B010
     for task in app.tasks.values():
         tracing.wrap_task(task)

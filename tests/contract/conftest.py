@@ -1,7 +1,9 @@
 """Fixtures for the store contract suite; plain helpers live in ``helpers.py``.
 
-Every test runs once per store (the ``store`` fixture of ``tests/conftest.py`` is parametrized
-over sqlite, postgres and redis). Time is driven only through explicit ``now=`` arguments:
+Every test runs once per store: the ``store`` fixture of ``tests/conftest.py`` takes its kind
+from ``store_kind``, which this module widens to sqlite, postgres, redis *and* memory (the
+in-process store runs the whole contract; suites with subprocesses keep the three others).
+Time is driven only through explicit ``now=`` arguments:
 a test takes ``t0`` (the store's clock, once) and passes ``now=t0 + x`` everywhere.
 """
 
@@ -11,7 +13,14 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.servers import IN_PROCESS_KINDS
 from tether.stores.base import Store
+
+
+@pytest.fixture(params=IN_PROCESS_KINDS)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    return kind
 
 
 @pytest.fixture

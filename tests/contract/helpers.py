@@ -1,8 +1,9 @@
 """Plain helpers for the store contract suite (``tests/contract/``).
 
-Every test runs once per store (the ``store`` fixture of ``tests/conftest.py`` is parametrized
-over sqlite, postgres and redis). Time is driven only through explicit ``now=`` arguments:
-a test takes ``t0`` (the store's clock, once) and passes ``now=t0 + x`` everywhere.
+Every test runs once per store (the ``store`` fixture of ``tests/conftest.py``, parametrized
+over sqlite, postgres, redis and memory by this suite's conftest.py). Time is driven only
+through explicit ``now=`` arguments: a test takes ``t0`` (the store's clock, once) and passes
+``now=t0 + x`` everywhere.
 """
 
 from __future__ import annotations

@@ -176,3 +176,35 @@ def test_next_lease_expiry(store: Store, t0: float) -> None:
     assert store.next_lease_expiry() == at(t0 + 14)
     store.reap_expired(now=t0 + 1000)
     assert store.next_lease_expiry() is None
+
+
+def _check_last_records(store: Store, reaped: list[Reaped]) -> None:
+    stamps = set()
+    for r in reaped:
+        after = must_get(store, r.job_id)
+        record = errors_of(after)[-1]
+        assert set(record) == {"attempt", "error", "reason", "at", "owner"}
+        assert (record["attempt"], record["owner"]) == (r.attempt, r.owner) == (
+            after.attempt, r.owner)
+        assert (record["error"], record["reason"]) == (REAPED_ERROR, "stalled")
+        stamps.add(record["at"])
+    assert len(stamps) == 1, "one reap, one clock reading"
+
+
+def test_mass_reap_records_each_jobs_own_lease(store: Store, t0: float) -> None:
+    """Every error record of a mass reap names its own job's attempt and owner, with one
+    timestamp, whether the batch holds many distinct leases or a few (one dead worker): the
+    PostgreSQL store builds a record once per distinct (attempt, owner) pair up to 64 pairs,
+    and per row beyond that."""
+    few = [running_job(store, t0, owner=f"dead-{i % 2}", ttl=10) for i in range(6)]
+    many = [running_job(store, t0, owner=f"gone-{i}", ttl=10) for i in range(70)]
+    first = store.reap_expired(now=t0 + 11, limit=1000)
+    assert sorted(r.job_id for r in first) == sorted(j.id for j in few + many)
+    _check_last_records(store, first)
+    for job in few:  # attempt 2, all under one owner: one distinct pair
+        assert [j.id for j in store.claim("dead-0", [job.queue], 1, 10, now=t0 + 12)] == [job.id]
+    second = store.reap_expired(now=t0 + 40, limit=1000)
+    assert sorted(r.job_id for r in second) == sorted(j.id for j in few)
+    assert {(r.attempt, r.owner) for r in second} == {(2, "dead-0")}
+    _check_last_records(store, second)
+    assert [len(errors_of(must_get(store, j.id))) for j in few] == [2] * len(few)

@@ -233,6 +233,12 @@ def pid() -> dict[str, Any]:
     return {**_result(), "ppid": os.getppid()}
 
 
+@app.task(name="crash.follow")
+def follow() -> dict[str, Any]:
+    """Enqueues a follow-up job from inside the handler: it must land in the worker's store."""
+    return {**_result(), "next": int(pid.enqueue())}
+
+
 @app.task(name="crash.apid")
 async def apid() -> dict[str, Any]:
     await asyncio.sleep(0.01)

@@ -137,10 +137,11 @@ class Cluster:
         self.settings: Settings = make_settings(lease_ttl=lease_ttl)
         self.workers: list[Worker] = []
 
-    def spawn(self, concurrency: int = 2, *extra: str, env: dict[str, str] | None = None
-              ) -> Worker:
-        """A ``tether worker`` process; ``env`` adds variables (``TETHER_TEST_*`` settings)."""
-        return self._start(["worker", APP, "-c", str(concurrency), *extra], env)
+    def spawn(self, concurrency: int = 2, *extra: str, env: dict[str, str] | None = None,
+              app: str = APP) -> Worker:
+        """A ``tether worker`` process; ``env`` adds variables (``TETHER_TEST_*`` settings),
+        ``app`` another test app (MODULE:APP)."""
+        return self._start(["worker", app, "-c", str(concurrency), *extra], env)
 
     def spawn_reaper(self, *args: str, env: dict[str, str] | None = None) -> Worker:
         """A ``tether reaper`` process (``args``: e.g. ``APP``, or ``--url URL``)."""
@@ -149,16 +150,16 @@ class Cluster:
     def _start(self, argv: list[str], env: dict[str, str] | None) -> Worker:
         name = f"w{len(self.workers)}"
         log = self.folder / f"{name}.log"
-        full_env = dict(
-            os.environ,
-            TETHER_URL=self.url,
-            TETHER_TEST_DIR=str(self.folder),
-            TETHER_TEST_LEASE_TTL=str(self.lease_ttl),
-            TETHER_TEST_SHUTDOWN_TIMEOUT=str(self.shutdown_timeout),
-            TETHER_LOG_LEVEL="INFO",
-            PYTHONUNBUFFERED="1",
-            **(env or {}),
-        )
+        full_env = {
+            **os.environ,
+            "TETHER_URL": self.url,
+            "TETHER_TEST_DIR": str(self.folder),
+            "TETHER_TEST_LEASE_TTL": str(self.lease_ttl),
+            "TETHER_TEST_SHUTDOWN_TIMEOUT": str(self.shutdown_timeout),
+            "TETHER_LOG_LEVEL": "INFO",
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),  # the caller's win, TETHER_URL included
+        }
         with open(log, "wb") as out:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "tether.cli.main", *argv],

@@ -72,6 +72,11 @@ def test_sigstopped_zombie_is_fenced_out_and_interrupted(cluster: Cluster, store
     [polling] = enqueue(store, "crash.work", 30.0, 0.2, interruptible=True)
     zombie = cluster.spawn(2)
     wait_for(lambda: len(held_by(store, zombie.pid)) == 2, 20, "the first worker to hold both")
+    # Both handlers must be running, not just claimed: a job claimed but still waiting for a
+    # handler thread when the process froze is handed back on thaw instead of run.
+    wait_for(lambda: {r["job"] for r in cluster.records("runs")
+                      if r["pid"] == zombie.pid and r["event"] == "start"} >= {blind, polling},
+             20, "both handlers to start on the first worker")
     zombie.send(signal.SIGSTOP)
     stop_mono = time.monotonic()
 

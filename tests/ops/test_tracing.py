@@ -3,6 +3,8 @@ consumer span per attempt linked to it (SDK in-memory exporter, a real in-proces
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -44,10 +46,11 @@ def test_producer_and_linked_consumer_spans(tmp_path: Path) -> None:
         job_id = flaky.enqueue(21, label="a")
         job = app.get_job(job_id)
         assert job.args == [21] and job.kwargs == {"label": "a"}  # the envelope is tether's
-        assert "traceparent" in payload.meta(job.payload)["trace"]
+        record = app.store.get_job(job_id)
+        assert record is not None and "traceparent" in payload.meta(record.payload)["trace"]
         with running(app, concurrency=1):
             wait_until(lambda: app.get_job(job_id).status == "done", what="the job")
-        assert app.get_job(job_id).result_value == 42
+        assert app.get_job(job_id).result == 42
         assert seen == [(21, "a"), (21, "a")]
         assert flaky(5, label="direct") == 10  # a direct call outside a worker still works
     finally:
@@ -78,7 +81,38 @@ def test_without_a_recording_span_nothing_is_added(tmp_path: Path) -> None:
 
     tracing.instrument(app)  # API only: the global provider is a no-op
     try:
-        job = app.get_job(plain.enqueue())
-        assert payload.meta(job.payload) == {}
+        record = app.store.get_job(plain.enqueue())
+        assert record is not None and payload.meta(record.payload) == {}
     finally:
         app.close()
+
+
+def test_async_enqueue_is_traced_and_typed_arguments_still_decode(tmp_path: Path) -> None:
+    """``aenqueue`` gets the same producer span and envelope as ``enqueue``; a traced
+    handler (wrapped by instrument) still has its annotations read for the codec."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = tether.App(f"sqlite:///{tmp_path / 'aotel.db'}", lease_ttl=1.5, poll_interval=0.05)
+
+    @app.task(name="o.later")
+    def later(at: datetime) -> datetime:
+        assert type(at) is datetime
+        return at + timedelta(days=1)
+
+    tracing.instrument(app, tracer_provider=provider)
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    try:
+        job_id = asyncio.run(later.aenqueue(at))
+        record = app.store.get_job(job_id)
+        assert record is not None and "traceparent" in payload.meta(record.payload)["trace"]
+        with running(app, concurrency=1):
+            assert app.wait(job_id, timeout=20) == at + timedelta(days=1)
+    finally:
+        app.close()
+    spans = exporter.get_finished_spans()
+    [producer] = [s for s in spans if s.kind == SpanKind.PRODUCER]
+    assert producer.name == "tether publish o.later"
+    assert producer.attributes["tether.job.id"] == job_id  # type: ignore[index]
+    [consumer] = [s for s in spans if s.kind == SpanKind.CONSUMER]
+    assert consumer.attributes["tether.outcome"] == "done"  # type: ignore[index]

@@ -150,6 +150,7 @@ def _params(bulk: Bulk, name: str) -> dict[str, Any]:
                     for lease in leases
                 ]),
                 "ids": "{" + ",".join(str(lease.job_id) for lease in leases) + "}",
+                "done": "t_explain_done", "done_key": 1, "gate": True,
             },
             "finish_replays": {
                 "batch": json.dumps([
@@ -160,7 +161,7 @@ def _params(bulk: Bulk, name: str) -> dict[str, Any]:
                 "ids": "{" + ",".join(str(lease.job_id) for lease in leases) + "}",
             },
             "reap_expired": {"grace": 0.0, "limit": 1000, "error": "worker lease expired",
-                             "channel": "t_explain_jobs"},
+                             "channel": "t_explain_jobs", "done": "t_explain_done"},
             "next_lease_expiry": {},
             "prune": {"status": "done", "older_than": 3600.0, "limit": 1000},
         }[name]
@@ -247,3 +248,46 @@ def test_enqueue_finds_key_holders_through_the_unique_index(bulk: Bulk, explain:
     assert "jobs_unique_key_idx" in used, used
     assert not any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") in ("jobs", "requests")
                    for n in nodes)
+
+
+EXPIRED = 2_000
+
+
+def test_reap_analyze_walks_only_the_expired_leases(bulk: Bulk) -> None:
+    """EXPLAIN (ANALYZE, BUFFERS) of a real mass reap next to the million finished rows: one
+    Index Scan of the partial reap index that returns exactly the expired rows (no Seq Scan,
+    no bitmap over the table, never a per-row re-probe of the reap index: loops = 1), one
+    primary-key probe per reaped row, and buffer touches bounded by the expired rows, not by
+    the history. Run inside a transaction that is rolled back."""
+    conn = bulk.conn
+    with conn.transaction(force_rollback=True):
+        conn.execute(
+            """
+            INSERT INTO jobs (task, queue, payload, status, priority, run_at, attempt,
+                              max_attempts, max_stalls, locked_by, lease_until, created_at,
+                              started_at, lease_token)
+            SELECT 'bulk.task', 'default', '[[], {}]', 'running', 0, now() - interval '1 day',
+                   1, 5, 3, 'ghost-' || (g %% 3), now() - interval '1 hour' + g * interval '1 ms',
+                   now() - interval '1 day', now() - interval '1 hour', 'n:' || g
+            FROM generate_series(1, %s) AS g
+            """,
+            (EXPIRED,),
+        )
+        params = _params(bulk, "reap_expired") | {"limit": 10_000}
+        row = conn.execute(
+            b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+            + bulk.store.queries["reap_expired"].encode(), params).fetchone()
+    assert row is not None
+    top = row[0][0]["Plan"]
+    nodes = list(_nodes(top))
+    assert not any(n["Node Type"].startswith(("Seq Scan", "Bitmap"))
+                   and (n.get("Relation Name") == "jobs"
+                        or str(n.get("Index Name", "")).startswith("jobs_")) for n in nodes)
+    reap = [n for n in nodes if n.get("Index Name") == "jobs_reap_idx"]
+    assert [(n["Node Type"], n["Actual Loops"]) for n in reap] == [("Index Scan", 1)]
+    assert reap[0]["Actual Rows"] >= EXPIRED
+    assert reap[0]["Shared Hit Blocks"] + reap[0]["Shared Read Blocks"] < 3 * EXPIRED
+    pkey = [n for n in nodes if n.get("Index Name") == "jobs_pkey"]
+    assert [n["Actual Rows"] * n["Actual Loops"] for n in pkey] == [reap[0]["Actual Rows"]]
+    touched = top["Shared Hit Blocks"] + top["Shared Read Blocks"]
+    assert touched < 25 * EXPIRED, touched

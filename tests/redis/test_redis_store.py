@@ -195,3 +195,17 @@ def test_reaped_and_released_jobs_keep_their_place_in_line(rstore: RedisStore) -
     assert rstore.finish([Outcome(b.lease, "released")], now=t0 + 22) == []
     order = [j.id for j in rstore.claim("w", ["default"], 10, 10, now=t0 + 23)]
     assert order == [first, second, later]
+
+
+def test_only_a_claim_that_granted_jobs_leaves_a_request_record(
+    rstore: RedisStore, prefix: str, raw: redis.Redis
+) -> None:
+    """Idle workers claim empty on every wake-up and poll; a record of an empty claim (a key
+    living >= 60 s) would serve nobody: replaying it may claim afresh (the contract)."""
+    empty, full = uuid.uuid4().hex, uuid.uuid4().hex
+    assert rstore.claim("w1", ["idle"], 10, 30, request_id=empty) == []
+    assert raw.exists(f"{prefix}:req:claim:{empty}") == 0
+    (job_id,) = rstore.enqueue([NewJob("t", queue="idle")])
+    assert [j.id for j in rstore.claim("w1", ["idle"], 10, 30, request_id=full)] == [job_id]
+    assert raw.get(f"{prefix}:req:claim:{full}") == str(job_id)
+    assert raw.pttl(f"{prefix}:req:claim:{full}") > 30_000

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from typing import Any
 
 import tether
@@ -44,7 +45,7 @@ def register(app: tether.App) -> None:
 
     @app.task(name="pool.unjson", max_attempts=1)
     def unjson() -> object:
-        return {1, 2}
+        return object()
 
     @app.task(name="pool.txn", max_attempts=1)
     def txn() -> None:
@@ -59,6 +60,37 @@ def register(app: tether.App) -> None:
         job.set_progress({"at": 1, "text": text})
         return {"dedup": job.dedup_key, "queue": job.queue, "seen": seen,
                 "checkpoint": job.checkpoint, "progress": job.progress, "text": text}
+
+    @app.task(name="pool.nap", max_attempts=3)
+    def nap(seconds: float, log: str) -> dict[str, Any]:
+        """Sleep; a line ``job attempt pid`` in ``log`` says it started (one O_APPEND write)."""
+        _started(log)
+        time.sleep(seconds)
+        return {"pid": os.getpid()}
+
+    @app.task(name="pool.timed", timeout=1, max_attempts=2, retry=FAST)
+    def timed(seconds: float, log: str) -> dict[str, Any]:
+        _started(log)
+        time.sleep(seconds)
+        return {"pid": os.getpid()}
+
+
+def _started(log: str) -> None:
+    job = tether.current_job()
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{job.id} {job.attempt} {os.getpid()}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def starts(log: str) -> list[tuple[int, int, int]]:
+    """(job, attempt, pid) of every start ``_started`` recorded."""
+    try:
+        with open(log) as f:
+            return [(int(a), int(b), int(c)) for a, b, c in (line.split() for line in f)]
+    except FileNotFoundError:
+        return []
 
 
 app = tether.App()

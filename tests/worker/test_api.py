@@ -113,8 +113,10 @@ def test_enqueue_options_reach_the_store(tmp_path: Path) -> None:
     when = dt.datetime(2031, 5, 1, tzinfo=dt.UTC)
     job = app.get_job(send.enqueue("a@b", run_at=when, unique_key="k1"))
     assert (job.queue, job.max_attempts, job.max_stalls, job.priority) == ("mail", 7, 2, 3)
-    assert job.run_at == pytest.approx(when.timestamp())
-    assert decode_call(job.payload) == (["a@b"], {})
+    assert job.run_at == when and job.run_at.tzinfo is not None
+    assert job.args == ["a@b"] and job.kwargs == {}
+    record = app.store.get_job(job.id)
+    assert record is not None and decode_call(record.payload) == (["a@b"], {})
     assert send.enqueue("a@b", unique_key="k1") == job.id
     with pytest.raises(tether.JobNotFound):
         app.get_job(10_000)

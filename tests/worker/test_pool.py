@@ -51,16 +51,16 @@ def test_outcomes_and_context_cross_the_process_boundary(make_app: MakeApp) -> N
         children = set(worker.executor.pids())
     jobs = {name: app.get_job(i) for name, i in ids.items()}
 
-    assert jobs["add"].result_value["sum"] == 5
-    assert jobs["amul"].result_value["product"] == 42
-    ran_in = {jobs["add"].result_value["pid"], jobs["amul"].result_value["pid"]}
+    assert jobs["add"].result["sum"] == 5
+    assert jobs["amul"].result["product"] == 42
+    ran_in = {jobs["add"].result["pid"], jobs["amul"].result["pid"]}
     assert os.getpid() not in ran_in and ran_in <= children
     assert (jobs["fail"].status, jobs["fail"].failure_reason, jobs["fail"].failures) == (
         "failed", "error", 1)
     assert (jobs["fail"].last_error or "").startswith("Fail: bad input")
     assert (jobs["flaky"].status, jobs["flaky"].attempt, jobs["flaky"].failures) == (
         "done", 3, 2)
-    assert [e["error"].splitlines()[0] for e in jobs["flaky"].error_history] == [
+    assert [e["error"].splitlines()[0] for e in jobs["flaky"].errors] == [
         "RuntimeError: boom 1", "RuntimeError: boom 2"]
     assert (jobs["later"].status, jobs["later"].attempt) == ("done", 2)
     assert jobs["unjson"].status == "failed"
@@ -73,14 +73,16 @@ def test_outcomes_and_context_cross_the_process_boundary(make_app: MakeApp) -> N
     ckpt = jobs["ckpt"]
     text = "héllo \n\"quoted\" ✓"
     assert ckpt.status == "done"
-    assert ckpt.result_value == {
+    assert ckpt.result == {
         "dedup": f"{ckpt.id}:1", "queue": "default", "seen": None,
         "checkpoint": {"seen": None, "n": 1}, "progress": {"at": 1, "text": text},
         "text": text}
-    assert ckpt.checkpoint == '{"seen":null,"n":1}'
-    assert ckpt.progress == payload.dumps({"at": 1, "text": text}), "stored as the child sent it"
+    assert ckpt.checkpoint == {"seen": None, "n": 1}
+    raw = app.store.get_job(ckpt.id)
+    assert raw is not None and raw.checkpoint == '{"seen":null,"n":1}'
+    assert raw.progress == payload.dumps({"at": 1, "text": text}), "stored as the child sent it"
     by_job = {e.job_id: e for e in completed}
-    assert by_job[ids["add"]].detail["child"] == jobs["add"].result_value["pid"]
+    assert by_job[ids["add"]].detail["child"] == jobs["add"].result["pid"]
 
 
 def test_options_are_checked_before_anything_starts(tmp_path: Path,

@@ -28,7 +28,7 @@ MakeApp = Callable[..., tether.App]
 # -- unknown tasks (rolling deploys) ----------------------------------------------------------
 
 def _unknown_records(app: tether.App, job_id: int) -> list[dict[str, Any]]:
-    return [r for r in app.get_job(job_id).error_history if r["reason"] == "unknown_task"]
+    return [r for r in app.get_job(job_id).errors if r["reason"] == "unknown_task"]
 
 
 def test_a_job_of_an_unknown_task_is_handed_back_then_run_by_a_worker_that_knows_it(
@@ -45,7 +45,8 @@ def test_a_job_of_an_unknown_task_is_handed_back_then_run_by_a_worker_that_knows
         assert job.status == "pending", job
         assert (job.failures, job.stall_count, job.failure_reason) == (0, 0, None), job
         assert job.interruptions >= 1 and job.locked_by is None
-        assert job.run_at > (job.started_at or 0.0), "handed back due at once: it would spin"
+        assert job.started_at is not None
+        assert job.run_at > job.started_at, "handed back due at once: it would spin"
     warnings = [r for r in caplog.records if "jobs.new_task" in r.getMessage()
                 and r.levelno == logging.WARNING]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]  # once per task name
@@ -59,7 +60,7 @@ def test_a_job_of_an_unknown_task_is_handed_back_then_run_by_a_worker_that_knows
     with running(new, concurrency=2):
         wait_until(lambda: status(new, a) == "done" and status(new, b) == "done",
                    timeout=30, what="the new worker to run them")
-    assert new.get_job(a).result_value == 10
+    assert new.get_job(a).result == 10
 
 
 def test_a_task_nobody_knows_is_dead_lettered_after_unknown_task_timeout(
@@ -72,9 +73,9 @@ def test_a_task_nobody_knows_is_dead_lettered_after_unknown_task_timeout(
     job = app.get_job(job_id)
     assert job.failure_reason == "unknown_task"
     assert job.attempt >= 2, "dead-lettered at the first claim, not after the timeout"
-    records = job.error_history
+    records = job.errors
     assert records[0]["reason"] == "unknown_task"
-    assert records[-1]["at"] - records[0]["at"] >= 0.5
+    assert (records[-1]["at"] - records[0]["at"]).total_seconds() >= 0.5
     assert "jobs.gone_for_good" in (job.last_error or "")
 
 
@@ -104,7 +105,7 @@ def test_an_argument_named_like_an_option_is_never_dropped(make_app: MakeApp) ->
                                           delay=60, priority=2))
     assert (job.args, job.kwargs) == ([7], {"delay": 5, "queue": "x"})
     assert job.priority == 2 and job.queue == "default"
-    assert job.run_at == pytest.approx(job.created_at + 60, abs=2)
+    assert (job.run_at - job.created_at).total_seconds() == pytest.approx(60, abs=2)
 
     by_name = app.get_job(app.enqueue(notify.name, 8, kwargs={"delay": 1}, priority=3))
     assert (by_name.args, by_name.kwargs, by_name.priority) == ([8], {"delay": 1}, 3)
@@ -122,7 +123,7 @@ def test_an_argument_named_like_an_option_is_never_dropped(make_app: MakeApp) ->
 
     later = app.get_job(plain.enqueue(1, delay=30, priority=4))
     assert later.kwargs == {} and later.priority == 4
-    assert later.run_at == pytest.approx(later.created_at + 30, abs=2)
+    assert (later.run_at - later.created_at).total_seconds() == pytest.approx(30, abs=2)
     ids = plain.enqueue_many([((1,), {}), ((2,), {})])
     assert [app.get_job(i).args for i in ids] == [[1], [2]]
 

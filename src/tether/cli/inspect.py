@@ -214,7 +214,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     call_args, call_kwargs = _call(args.args)
     try:
         if t.app is not None:
-            task = t.app.tasks.get(args.task)
+            task = t.app.find_task(args.task)
             if task is None:
                 known = ", ".join(sorted(t.app.tasks)) or "none"
                 raise ConfigError(f"the app has no task named {args.task!r} (known: {known})")

@@ -53,9 +53,29 @@ def _store_options(p: argparse.ArgumentParser) -> None:
                    "times)")
 
 
+class _Lazy:
+    """A CLI module imported when one of its commands runs, not when the parser is built:
+    ``tether worker`` starts faster without the demo's and the listings' imports."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+
+    def __getattr__(self, name: str) -> Handler:
+        def handler(args: argparse.Namespace) -> int:
+            import importlib
+
+            command: Handler = getattr(importlib.import_module(self.module), name)
+            return command(args)
+
+        return handler
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from tether.cli import inspect, ops, run
-    from tether.cli.demo import cmd_demo
+    from tether.cli import ops, run
+
+    inspect = _Lazy("tether.cli.inspect")  # only the command that runs needs its module
+    cmd_demo = _Lazy("tether.cli.demo").cmd_demo
+    cmd_schedules = _Lazy("tether.cli.schedules").cmd_schedules
 
     parser = Parser(prog="tether", description=(__doc__ or "").split("\n\n")[0],
                     epilog=(__doc__ or "").split("\n\n")[1],
@@ -96,6 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "tether[metrics])")
     p.add_argument("--metrics-host", default="127.0.0.1",
                    help="address for --metrics-port (0.0.0.0 to let Prometheus scrape it)")
+    p.add_argument("--burst", action="store_true",
+                   help="run until no job is due, then exit (0 also when jobs failed, like "
+                        "rq --burst; see --strict)")
+    p.add_argument("--strict", action="store_true",
+                   help="with --burst: exit 1 when a job it ran ended failed (dead-lettered)")
 
     p = add("reaper", run.cmd_reaper, "run the reaper and pruner standalone with the app's "
             "settings (joins the elections)", "tether reaper myproject.jobs:app")
@@ -107,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lease-ttl", type=c.positive_seconds, default=None,
                    help="without an app: the workers' lease_ttl (caps the reaper's tick)")
 
+    p = add("schedules", cmd_schedules, "list the app's periodic schedules with their next and "
+            "last run", "tether schedules myproject.jobs:app")
+    p.add_argument("target_app", metavar="MODULE:APP", nargs="?", default=None,
+                   help="the app that declares the schedules (default: --app, else "
+                   "$TETHER_APP)")
+    _store_options(p)
     p = add("enqueue", inspect.cmd_enqueue, "enqueue a job by task name",
             "tether enqueue --app myproject.jobs:app myproject.jobs.resize --args "
             "'[\"a.png\", 100]'")
@@ -235,8 +266,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    return run_parsed(build_parser().parse_args(argv))
+
+
+def run_parsed(args: argparse.Namespace) -> int:
+    """Run a parsed command: logging, then its handler, with errors mapped to exit codes
+    (``manage.py tether_worker`` parses with Django's parser and comes in here)."""
     try:
         level = check_level(args.log_level or os.environ.get("TETHER_LOG_LEVEL") or "INFO")
         fmt = check_format(args.log_format or os.environ.get("TETHER_LOG_FORMAT") or "text")
@@ -244,7 +279,8 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"tether: error: {exc}", file=sys.stderr)
         return 2
     args.log_level, args.log_format_given = level, args.log_format
-    configure(level, fmt)
+    if not getattr(args, "keep_logging", False):  # manage.py with Django's LOGGING set
+        configure(level, fmt)
     handler: Handler = args.handler
     try:
         return handler(args)

@@ -8,6 +8,7 @@ import os
 import socket
 import uuid
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from tether import limits
 from tether.config import make_settings
@@ -15,9 +16,13 @@ from tether.errors import ConfigError
 from tether.events import Events
 from tether.logs import configure, worker_banner
 from tether.maintenance.maintainer import Maintainer
+from tether.periodic import schedules_of
 from tether.stores import DEFAULT_URL
 from tether.worker.appspec import load_app
 from tether.worker.shutdown import Shutdown
+
+if TYPE_CHECKING:
+    from tether.worker.worker import Worker
 
 log = logging.getLogger("tether.cli")
 
@@ -60,12 +65,34 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
         stop_metrics = serve(app, args.metrics_port, args.metrics_host)
         log.info("metrics on http://%s:%d/metrics", args.metrics_host, args.metrics_port)
+    if args.strict and not args.burst:
+        raise ConfigError("--strict only applies with --burst")
     try:
-        code: int = worker.run()
+        code: int = run_burst_cli(worker, args.strict) if args.burst else worker.run()
     finally:
         if stop_metrics is not None:
             stop_metrics()
     return code
+
+
+def run_burst_cli(worker: Worker, strict: bool) -> int:
+    """``--burst``: work until nothing is due, say what ran, and exit 0 (1 with ``--strict``
+    when a job ended failed; 1 also when the worker itself failed)."""
+    from tether.worker.burst import run_burst, tally
+
+    result = run_burst(worker)
+    counts = tally(worker.store, result.ran, worker.queues)
+    later = counts.pop("left", 0)
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    log.info("burst done: ran %d job(s)%s; %d pending job(s) left in its queues (due later, "
+             "or in a paused queue)",
+             len(result.ran), f" ({parts})" if parts else "", later)
+    if result.exit_code != 0:
+        return result.exit_code
+    if strict and counts.get("failed"):
+        log.error("burst: %d job(s) failed (--strict); see tether dlq list", counts["failed"])
+        return 1
+    return 0
 
 
 def cmd_reaper(args: argparse.Namespace) -> int:
@@ -93,7 +120,8 @@ def cmd_reaper(args: argparse.Namespace) -> int:
         settings = replace(settings, election=False)
     store = connect(url)
     holder = f"reaper:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-    maintainer = Maintainer(store, holder, settings, app.events if app else Events())
+    maintainer = Maintainer(store, holder, settings, app.events if app else Events(),
+                            schedules=schedules_of(app) if app else ())
     shutdown = Shutdown(draining="stopping the reaper")
     restore = shutdown.install()
     maintainer.start()

@@ -10,6 +10,9 @@ Invariants:
   performs. So the documented set-up, workers with ``reaper_interval=0`` plus ``tether reaper``,
   always has an able reaper in the lead: the workers' prune-only maintainers cannot win the
   reaper's election and then not reap (which left a dead worker's jobs ``running`` forever).
+* **Periodic schedules** (issue #12) are a third duty with its own election
+  (``maintenance:schedule``), campaigned for only by maintainers that were given schedules;
+  ``scheduler.py`` holds its rules (the store dedups each tick).
 * **Settings are compared.** Each leader's holder string carries the settings its duty
   depends on (``fingerprint.py``); every maintainer reads the current leaders
   (``Store.leader_get``) and logs at ERROR, once per change of leader, when they disagree with
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tether import clock
@@ -34,11 +37,14 @@ from tether.maintenance import fingerprint
 from tether.maintenance.leadership import LeaderElector, split_holder
 from tether.maintenance.pruner import Pruner
 from tether.maintenance.reaper import Reaper
+from tether.maintenance.scheduler import Scheduler
+from tether.periodic import Schedule
 from tether.stores.base import Store
 
 log = logging.getLogger("tether.maintainer")
 ELECTION = "maintenance"  # the reaper's (the name predates per-duty elections)
 PRUNE_ELECTION = "maintenance:prune"
+SCHEDULE_ELECTION = "maintenance:schedule"
 HOUSEKEEPING_EVERY = 2.0  # a statistics read; the VACUUM it may start runs on its own thread
 CHECK_EVERY = 10.0  # how often the leaders' settings are compared with ours (two reads)
 #: The reaper's longest sleep when the settings disable it in workers (``reaper_interval=0``)
@@ -48,7 +54,7 @@ STANDALONE_REAP_EVERY = 5.0
 
 @dataclass(eq=False)
 class Duty:
-    name: str  # "reap" or "prune"
+    name: str  # "reap", "prune" or "schedule"
     election: str
     keys: dict[str, str]
     tag: str
@@ -72,6 +78,7 @@ class Maintainer:
         *,
         on_fatal: Callable[[BaseException], None] | None = None,
         reap: bool = True,
+        schedules: Sequence[Schedule] = (),
     ) -> None:
         self.store = store
         self.holder = holder
@@ -96,6 +103,12 @@ class Maintainer:
                     retry=settings.leader_retry_every, tag=self.tags[name],
                 ) if settings.election else None
                 self.duties.append(Duty(name, election, keys, self.tags[name], elector))
+        self.scheduler = Scheduler(store, schedules, events, holder) if schedules else None
+        if self.scheduler is not None:
+            elector = LeaderElector(
+                store, SCHEDULE_ELECTION, holder, events, ttl=settings.leader_lease,
+                retry=settings.leader_retry_every) if settings.election else None
+            self.duties.append(Duty("schedule", SCHEDULE_ELECTION, {}, "", elector))
         self._reported: dict[str, str] = {}  # election -> leader holder last reported
         self._on_fatal = on_fatal
         self._housekeeper: threading.Thread | None = None
@@ -121,9 +134,16 @@ class Maintainer:
         return self._thread.is_alive()
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop the loop and wait (within ``timeout`` in all) for it and for a housekeeping
+        run still going: the caller closes the store next, and an SQLite connection closed
+        while another thread uses it crashes the process."""
+        deadline = clock.monotonic() + timeout
         self._stop.set()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
+        for part in ("_thread", "_housekeeper"):  # the loop first: it may start a housekeeper
+            thread: threading.Thread | None = getattr(self, part)
+            if thread is not None and thread.is_alive() \
+                    and threading.current_thread() is not thread:
+                thread.join(max(0.0, deadline - clock.monotonic()))
 
     def run(self) -> None:
         """The loop; returns when stopped. Leadership is released on the way out."""
@@ -196,6 +216,9 @@ class Maintainer:
                     self.housekeep()
                     self._next_house = clock.monotonic() + HOUSEKEEPING_EVERY
                 wait = min(self._next_reap, self._next_house) - clock.monotonic()
+            elif duty.name == "schedule":
+                assert self.scheduler is not None
+                wait = self.scheduler.run_once()
             else:
                 assert self.pruner is not None
                 self.pruner.run_once()

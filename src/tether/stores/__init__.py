@@ -3,6 +3,8 @@
 * ``sqlite:///relative.db`` / ``sqlite:////absolute/path.db`` (embedded default)
 * ``postgresql://user@host:5432/db?schema=tether`` (also ``postgres://``)
 * ``redis://host:6379/0?prefix=tether`` (also ``rediss://``)
+* ``memory://NAME`` (in-process, for tests and demos; stores of one NAME share data,
+  ``memory://`` alone is private)
 """
 
 from __future__ import annotations
@@ -41,9 +43,13 @@ def open_store(url: str, **options: Any) -> Store:
                 f"{redact(url)!r} needs the Redis client: pip install 'tether[redis]' ({exc})"
             ) from exc
         return RedisStore(url, **options)
+    if scheme == "memory":
+        from tether.stores.memory.store import MemoryStore
+
+        return MemoryStore(url, **options)
     raise ConfigError(
         f"unknown store URL {redact(url)!r}: use sqlite:///path.db, postgresql://host/db or "
-        "redis://host:6379/0"
+        "redis://host:6379/0 (or memory://NAME for tests)"
     )
 
 

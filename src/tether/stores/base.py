@@ -62,7 +62,7 @@ not replay them).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from tether.stores.records import (
     REAPED_ERROR,
@@ -82,6 +82,7 @@ from tether.stores.records import (
     QueueCount,
     Reaped,
     RetryResult,
+    ScheduleState,
     StoreInfo,
     WorkerInfo,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "REAPED_ERROR",
     "STATUSES",
     "TERMINAL",
+    "AsyncProducer",
     "CancelResult",
     "FailureReason",
     "HeartbeatResult",
@@ -104,6 +106,7 @@ __all__ = [
     "QueueCount",
     "Reaped",
     "RetryResult",
+    "ScheduleState",
     "Store",
     "StoreInfo",
     "WorkerInfo",
@@ -350,3 +353,52 @@ class Store(Protocol):
     def leader(self, name: str, *, now: float | None = None) -> Leadership | None:
         """Who holds leadership of ``name`` now (None when nobody or the lease ran out)."""
         ...
+
+    # -- developer experience (issue #12): additive; off the lease hot path ------------------
+    def schedule_tick(
+        self, name: str, tick: float, job: NewJob | None, *, now: float | None = None
+    ) -> int | None:
+        """Record ``tick`` of periodic schedule ``name`` and enqueue ``job`` for it, in one
+        atomic write, iff no tick ``>= tick`` is recorded for ``name`` yet. Returns the new
+        job's id, or None when the tick (or a later one) was already recorded: a leader that
+        was paused mid-tick, or a replay of a call whose reply was lost, enqueues nothing.
+        ``job=None`` records the tick without a job (a skipped tick, or where a new schedule
+        starts). The job goes through ``enqueue``'s rules (unique_key, validation)."""
+        ...
+
+    def schedules(self) -> list[ScheduleState]:
+        """Every schedule the store has a tick for, sorted by name."""
+        ...
+
+    def wait_for_finish(self, job_ids: Sequence[int], timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until one of ``job_ids`` may have become terminal.
+        True when woken early. PostgreSQL and Redis are woken by a notification from
+        ``finish``/``cancel``/``reap_expired``; SQLite by a short poll. Spurious wake-ups are
+        allowed; callers re-read the job."""
+        ...
+
+    def async_producer(self) -> AsyncProducer:
+        """The store's producer side for ``asyncio`` callers: native async drivers where they
+        exist (psycopg's async connection, ``redis.asyncio``), a worker thread otherwise.
+        Made on first call and kept; closed by ``close``."""
+        ...
+
+
+@runtime_checkable
+class AsyncProducer(Protocol):
+    """The producer half of a store for event loops: never blocks the caller's loop.
+
+    Same semantics, limits and errors as the :class:`Store` methods of the same names.
+    """
+
+    async def enqueue(
+        self, jobs: Sequence[NewJob], *, request_id: str | None = None, conn: Any = None
+    ) -> list[int]: ...
+
+    async def get_job(self, job_id: int) -> Job | None: ...
+
+    async def cancel(self, job_id: int) -> CancelResult: ...
+
+    async def wait_for_finish(self, job_ids: Sequence[int], timeout: float) -> bool: ...
+
+    async def aclose(self) -> None: ...

@@ -247,3 +247,19 @@ class JobFilter:
     task: str | None = None
     since: float | None = None
     newest_first: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleState:
+    """What the store remembers of one periodic schedule (issue #12).
+
+    ``last_tick``: the latest tick (epoch seconds) recorded for it, by an enqueue or a skip;
+    ``last_job_id``: the job enqueued for the latest enqueued tick (None when none yet);
+    ``updated_at``: store time of that write. The store, not a leader's memory, is what makes
+    "one job per (schedule, tick)" hold across leader changes.
+    """
+
+    name: str
+    last_tick: float
+    last_job_id: int | None
+    updated_at: float

@@ -1,7 +1,8 @@
 """A process-pool child: ``python -m tether.worker.child FD_IN FD_OUT PARENT_PID``.
 
 It imports the app by its ``MODULE:APP`` spec and runs the attempts its worker sends, one at a
-time, on its main thread (``async def`` tasks on an event loop of its own).
+time and in the order sent, on its main thread (``async def`` tasks on an event loop of its
+own). Jobs sent ahead wait in a local queue (see ``ChildLoop``).
 
 Invariants:
 
@@ -16,7 +17,12 @@ Invariants:
   handler (``finally`` blocks run); the child then dies of the SIGTERM without reporting
   anything. SIGKILL follows if it does not.
 * One thread reads the pipe at a time: the main thread between attempts, the thread waiting
-  for a fenced write's reply during one. No reader thread: a job costs one wake-up here.
+  for a fenced write's reply during one (which hands on whatever else arrives). No reader
+  thread: with jobs sent ahead, the child goes from one job to the next without sleeping.
+* It writes once per job, before the handler starts: the outcomes it owes and ``start``. So
+  the parent always knows which job was running when a child dies, and that the jobs after
+  it never started. Recycling (``max_tasks_per_child``, ``max_memory_per_child``) is decided
+  here between two jobs, since the parent cannot keep a queued job from starting.
 * SIGINT is ignored: a terminal's Ctrl-C is the worker's to handle (it drains), and the child
   runs in its own session anyway.
 """
@@ -30,11 +36,13 @@ import os
 import signal
 import sys
 import threading
+from collections import deque
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, NoReturn, cast
 
+from tether import clock
 from tether.app import App
 from tether.context import JobContext, bind, unbind
 from tether.errors import (
@@ -48,6 +56,7 @@ from tether.errors import (
 from tether.stores.base import Lease, Outcome, Store
 from tether.worker import wire
 from tether.worker.appspec import load_app
+from tether.worker.children import rss_mib
 from tether.worker.executor import decide, describe
 from tether.worker.poolconfig import CHILD_ENV
 
@@ -101,19 +110,30 @@ class ParentLink:
                 if msg is None:
                     os._exit(PARENT_GONE)  # the parent is gone mid-attempt: never outlive it
                 reply = msg[0]
-                if reply["op"] == "stop":
-                    loop.stopping(str(reply.get("why")))
-                elif reply["op"] == "reply" and reply.get("seq") == seq:
-                    break
+                if reply["op"] == "reply":
+                    if reply.get("seq") == seq:
+                        break
+                else:  # a stop, or a job sent ahead (or withdrawn) meanwhile
+                    loop.accept(msg)
         if reply.get("error"):
             raise StoreError(f"{what} not stored: {reply['error']}")
         return bool(reply.get("ok"))
 
 
 class ChildLoop:
-    """The main thread: read a message, run the attempt it names, report, repeat."""
+    """The main thread: take the next job of the local queue, report, run, repeat.
 
-    def __init__(self, app: App, reader: wire.Reader, writer: wire.Writer) -> None:
+    The worker sends jobs ahead (``run``), so the child rarely waits for its parent between
+    jobs. Before a handler starts, the child flushes, in ONE write, the outcomes it owes and a
+    ``start`` line for that job: the worker always knows which job runs (a crash ends exactly
+    that one as a stall; the jobs still queued here never ran and go back as released) and
+    when it started (the hard timeout counts from there). Every ``withdraw`` already in the
+    pipe is read before a job starts, so a withdrawn job never starts once its withdrawal has
+    arrived; the worker learns which ones were skipped (``skipped``).
+    """
+
+    def __init__(self, app: App, reader: wire.Reader, writer: wire.Writer,
+                 limits: wire.Header | None = None) -> None:
         self.app = app
         self.reader = reader
         self.writer = writer
@@ -122,20 +142,72 @@ class ChildLoop:
         self.reading = False  # a thread is inside reader.read()
         self.terminating = False
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.pending: deque[wire.Message] = deque()  # jobs sent ahead, not started
+        self.outbox: list[wire.Message] = []  # owed to the parent, flushed before a start
+        limits = limits or {}
+        self.max_tasks: int | None = limits.get("max_tasks")
+        self.max_memory: float | None = limits.get("max_memory")
+        self.jobs = 0
+        self.retired: str | None = None
 
     def serve(self) -> int:
         signal.signal(signal.SIGTERM, self._on_term)
         while True:
+            if not self.pending or self.retired is not None:
+                self._flush()
+                self.reading = True
+                try:
+                    msg = self.reader.read()
+                finally:
+                    self.reading = False
+                if msg is None:
+                    return 0
+                self.accept(msg)
+                continue
             self.reading = True
-            try:
-                msg = self.reader.read()
+            try:  # withdrawals that already arrived take effect before the next start
+                more = self.reader.read_ready()
             finally:
                 self.reading = False
-            if msg is None:
-                return 0
-            if msg[0]["op"] == "run":
-                self._run(*msg)
-            # a stop or reply left over from an attempt that is over: nothing to do
+            for msg in more:
+                self.accept(msg)
+            if self.pending:
+                self._run(*self.pending.popleft())
+
+    def accept(self, msg: wire.Message) -> None:
+        """A message that is not a fenced write's reply (any thread reading the pipe)."""
+        header = msg[0]
+        op = header["op"]
+        if op == "run":
+            self.pending.append(msg)
+        elif op == "withdraw":
+            key = (header.get("job"), header.get("attempt"))
+            for queued in self.pending:
+                if wire.run_key(queued[0]) == key:
+                    self.pending.remove(queued)
+                    self.outbox.append(({"op": "skipped", "job": key[0], "attempt": key[1]},
+                                        []))
+                    break
+        elif op == "stop":
+            self.stopping(str(header.get("why")))
+        # a reply left over from an attempt that is over: nothing to do
+
+    def _flush(self) -> None:
+        if self.outbox:
+            out, self.outbox = self.outbox, []
+            self.writer.send_many(out)
+
+    def _retire_why(self) -> str | None:
+        """Recycling is decided here, between jobs: the parent cannot stop a job sent ahead
+        from starting right after the one before."""
+        if self.max_tasks is not None and self.jobs >= self.max_tasks:
+            return f"recycled after {self.jobs} job(s) (max_tasks_per_child)"
+        if self.max_memory is not None:
+            rss = rss_mib(os.getpid())
+            if rss is not None and rss > self.max_memory:
+                return (f"recycled: RSS {rss:.0f} MiB over max_memory_per_child "
+                        f"({self.max_memory:g} MiB)")
+        return None
 
     def stopping(self, why: str) -> None:
         ctx = self.current
@@ -160,9 +232,15 @@ class ChildLoop:
     # -- running -----------------------------------------------------------------------------
     def _run(self, header: wire.Header, blobs: list[str | None]) -> None:
         job = wire.job_of(header, blobs)
-        ctx = JobContext(job, cast(Store, self.link))
+        ctx = JobContext(job, cast(Store, self.link), self.app.codec)
+        start = [job.id, job.attempt, clock.monotonic()]
+        if self.outbox and self.outbox[-1][0]["op"] == "outcome":
+            self.outbox[-1][0]["start"] = start  # one header for both: one parse, one lock
+        else:
+            self.outbox.append(({"op": "start", "start": start}, []))
+        self._flush()
         self.current = ctx
-        task = self.app.tasks.get(job.task)
+        task = self.app.find_task(job.task)
         outcome: Outcome | None
         if task is None:
             outcome = Outcome(ctx.lease, "dead", reason="unknown_task", error=(
@@ -186,7 +264,13 @@ class ChildLoop:
         self.current = None
         if self.terminating:  # stopped (a handler that swallowed the SystemExit): report nothing
             raise SystemExit(128 + signal.SIGTERM)
-        self.writer.send(*wire.outcome_message(ctx.lease, outcome))
+        self.outbox.append(wire.outcome_message(ctx.lease, outcome))
+        self.jobs += 1
+        why = self._retire_why()
+        if why is not None:  # nothing more starts here; the worker takes back what is queued
+            self.retired = why
+            self.pending.clear()
+            self.outbox.append(({"op": "retire", "why": why}, []))
 
     def _decide(self, ctx: JobContext, task: Any, result: Any,
                 exc: BaseException | None) -> Outcome | None:
@@ -235,11 +319,14 @@ def main(argv: list[str] | None = None) -> int:
         "%(asctime)s %(levelname)s %(name)s [child %(process)d]: %(message)s"))
     try:
         app = load_app(init["spec"])
+        if init.get("url"):  # the worker's store (--url), not the one the module names
+            app.url = init["url"]
+        app.import_includes()
     except BaseException as exc:
         writer.send({"op": "fatal", "error": f"cannot load {init['spec']!r}: {describe(exc)}"})
         return 2
     writer.send({"op": "ready", "pid": os.getpid(), "tasks": sorted(app.tasks)})
-    child = ChildLoop(app, reader, writer)
+    child = ChildLoop(app, reader, writer, init.get("limits"))
     try:
         return child.serve()
     except SystemExit:

@@ -24,21 +24,21 @@ import signal
 import subprocess
 import sys
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import tether
 from tether.worker import wire
 from tether.worker.registry import Running
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-_TETHER_ROOT = str(Path(tether.__file__).resolve().parent.parent)
+_TETHER_ROOT = str(Path(__file__).resolve().parents[2])  # holds the tether package
 
 
 class State(enum.Enum):
     STARTING = "starting"  # spawned, has not said ready
     IDLE = "idle"
-    BUSY = "busy"  # running ``entry``
+    BUSY = "busy"  # running ``entry`` and/or holding jobs sent ahead
     RETIRING = "retiring"  # recycled: its input is closed and it exits on its own
     DEAD = "dead"
 
@@ -49,7 +49,12 @@ class Child:
     writer: wire.Writer
     reader: wire.Reader
     state: State = State.STARTING
-    entry: Running | None = None  # the attempt it runs (BUSY), at most one
+    entry: Running | None = None  # the attempt it runs (it said ``start``), at most one
+    started_at: float = 0.0  # monotonic time ``entry`` started in the child
+    ahead: deque[Running] = field(default_factory=deque)  # sent, not started, in order
+    ahead_bytes: int = 0  # their run messages' size (bounded: the pipe never fills)
+    withdrawn: dict[tuple[int, int], Running] = field(default_factory=dict)  # not acked yet
+    assigned: int = 0  # attempts ever sent to it (max_tasks_per_child bounds this)
     jobs: int = 0  # attempts it has finished
     stop_why: str | None = None  # why the worker ended it (None: it died on its own)
     kill_at: float | None = None  # monotonic time of the SIGKILL that follows a SIGTERM
@@ -60,6 +65,11 @@ class Child:
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    @property
+    def load(self) -> int:
+        """Attempts it holds: the running one and those sent ahead."""
+        return len(self.ahead) + (self.entry is not None)
 
     @property
     def live(self) -> bool:

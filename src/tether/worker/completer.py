@@ -255,5 +255,8 @@ class Completer:
             child = p.entry.extra.get("child")
             if child is not None:
                 detail["child"] = child  # the pid of the process-pool child that ran it
+            why = p.entry.extra.get("why")
+            if why is not None:
+                detail["why"] = why  # a claimed-ahead job handed back before it started
             self.events.emit(p.event, job_id=ctx.id, attempt=ctx.attempt,
                              worker=self.owner, detail=detail)

@@ -2,7 +2,11 @@
 
 Plain functions run on a pool of daemon threads (a handler that never returns cannot hold the
 process open at exit); ``async def`` handlers run on one event loop thread. Both share the
-worker's slots. Exactly one outcome is decided per attempt (``Registry.settle_once``): the
+worker's slots: a handler thread takes the oldest claimed job from the registry's backlog when
+a slot is free (``Registry.take``), runs a sync handler itself and hands an async one to the
+loop, so a job goes from the fetcher to the thread that runs it in one hand-off.
+
+Exactly one outcome is decided per attempt (``Registry.settle_once``): the
 handler's end, its timeout, or a forced shutdown, whichever comes first.
 """
 
@@ -10,13 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import queue
 import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-from tether import payload, text
+from tether import clock, text
 from tether.context import JobContext, bind, unbind
 from tether.errors import (
     Fail,
@@ -31,6 +34,7 @@ from tether.task import BadArguments, Task
 from tether.worker.registry import Registry, Running
 
 log = logging.getLogger("tether.executor")
+_LOOP_LOCK = threading.Lock()  # handler threads may start the async loop concurrently
 
 
 def describe(exc: BaseException) -> str:
@@ -51,10 +55,14 @@ class Executor:
         registry: Registry,
         settle: Callable[[Running, Outcome | None], None],
         concurrency: int,
+        *,
+        on_start: Callable[[Running, Task[Any, Any]], None] | None = None,
+        on_return: Callable[[float], None] | None = None,
     ) -> None:
         self.registry = registry
         self._settle = settle
-        self._work: queue.SimpleQueue[tuple[Running, Task] | None] = queue.SimpleQueue()
+        self._on_start = on_start
+        self._on_return = on_return
         self._threads = [
             threading.Thread(target=self._thread_main, name=f"tether-handler-{i}", daemon=True)
             for i in range(concurrency)
@@ -67,28 +75,35 @@ class Executor:
             t.start()
 
     def stop(self) -> None:
-        for _ in self._threads:
-            self._work.put(None)
+        self.registry.close()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
 
-    def submit(self, entry: Running, task: Task) -> None:
-        if task.is_async:
-            loop = self._ensure_loop()
-            entry.loop = loop
-            asyncio.run_coroutine_threadsafe(self._run_async(entry, task), loop)
-        else:
-            self._work.put((entry, task))
+    def submit(self, entry: Running, task: Task[Any, Any]) -> None:
+        """Queue a claimed job; a handler thread starts it when a slot is free."""
+        entry.task = task
+        self.registry.queue([entry], 1)
 
     # -- sync ------------------------------------------------------------------------------
     def _thread_main(self) -> None:
+        first = True
         while True:
-            item = self._work.get()
-            if item is None:
+            entry = self.registry.take(first)
+            first = False
+            if entry is None:
                 return
-            entry, task = item
+            task = entry.task
+            assert isinstance(task, Task)
+            if self._on_start is not None:
+                self._on_start(entry, task)
+            if task.is_async:
+                loop = self._ensure_loop()
+                entry.loop = loop
+                asyncio.run_coroutine_threadsafe(self._run_async(entry, task), loop)
+                continue
             token = bind(entry.ctx)
             try:
+                entry.ctx.check_cancelled()  # interrupted while it waited for a slot
                 args, kwargs = task.arguments(entry.ctx.job.payload)
                 result: Any = task.func(*args, **kwargs)
             except BaseException as exc:  # the handler's failure is data, not our crash
@@ -100,6 +115,10 @@ class Executor:
 
     # -- async -----------------------------------------------------------------------------
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with _LOOP_LOCK:
+            return self._make_loop()
+
+    def _make_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             loop = asyncio.new_event_loop()
             self._loop_thread = threading.Thread(
@@ -109,7 +128,7 @@ class Executor:
             self._loop_thread.start()
         return self._loop
 
-    async def _run_async(self, entry: Running, task: Task) -> None:
+    async def _run_async(self, entry: Running, task: Task[Any, Any]) -> None:
         entry.async_task = asyncio.current_task()
         token = bind(entry.ctx)
         try:
@@ -127,9 +146,12 @@ class Executor:
             unbind(token)
 
     # -- outcome ---------------------------------------------------------------------------
-    def _finish(self, entry: Running, task: Task, result: Any, exc: BaseException | None) -> None:
+    def _finish(self, entry: Running, task: Task[Any, Any], result: Any,
+                exc: BaseException | None) -> None:
         """Settle the attempt; never raises, and always frees the slot (a handler thread that
         died here would leak a slot for good)."""
+        if self._on_return is not None:
+            self._on_return(clock.monotonic() - entry.started_at)
         try:
             try:
                 outcome = self.outcome(entry, task, result, exc)
@@ -146,12 +168,13 @@ class Executor:
             self.registry.mark(entry, returned=True)
 
     def outcome(
-        self, entry: Running, task: Task, result: Any, exc: BaseException | None
+        self, entry: Running, task: Task[Any, Any], result: Any, exc: BaseException | None
     ) -> Outcome | None:
         return decide(entry.ctx, task, result, exc)
 
 
-def decide(ctx: JobContext, task: Task, result: Any, exc: BaseException | None) -> Outcome | None:
+def decide(ctx: JobContext, task: Task[Any, Any], result: Any,
+           exc: BaseException | None) -> Outcome | None:
     """The outcome of an attempt whose handler returned ``result`` or raised ``exc``.
 
     Shared by the thread executor and the process-pool child, so both pools end attempts alike.
@@ -163,8 +186,10 @@ def decide(ctx: JobContext, task: Task, result: Any, exc: BaseException | None) 
     lease = ctx.lease
     why = ctx.stop_reason
     if exc is None:
+        if result is None:  # most handlers return nothing: no encoder call for it
+            return Outcome(lease, "done", result="null")
         try:
-            value = payload.dumps(result, f"result of {task.name}")
+            value = task.encode_result(result)
         except TypeError as err:
             return Outcome(lease, "dead", error=describe(err), reason="bad_result")
         return Outcome(lease, "done", result=value)
@@ -178,10 +203,10 @@ def decide(ctx: JobContext, task: Task, result: Any, exc: BaseException | None) 
         if why == "LeaseInterrupted" or isinstance(exc, LeaseInterrupted):
             return None  # nothing to write: the lease is gone, the fence would reject it
         return Outcome(lease, "error", error=describe(exc), reason="error",
-                       retry_delay=task.options.retry.delay(ctx.job.failures + 1))
+                       retry_delay=task.config.retry.delay(ctx.job.failures + 1))
     if isinstance(exc, Fail):
         return Outcome(lease, "dead", error=describe(exc), reason="error")
-    delay = task.options.retry.delay(ctx.job.failures + 1)
+    delay = task.config.retry.delay(ctx.job.failures + 1)
     if isinstance(exc, Retry) and exc.delay is not None:
         delay = max(0.0, exc.delay)
     if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt in a handler

@@ -41,12 +41,12 @@ class Fleet:
         *,
         on_spawned: Callable[[Child], None],
         on_fatal: Callable[[BaseException], None],
+        on_tick: Callable[[], float | None] = lambda: None,
     ) -> None:
         self.size = size
         self.config = config
         self.cond = threading.Condition()
         self.children: list[Child] = []
-        self.idle: list[Child] = []
         self.closing = False
         self.started = False
         self.start_error: str | None = None
@@ -54,6 +54,7 @@ class Fleet:
         self._init = init
         self._on_spawned = on_spawned
         self._on_fatal = on_fatal
+        self._on_tick = on_tick
         self._dirty = False
         self._failures = 0
         self._spawn_after = 0.0
@@ -64,7 +65,7 @@ class Fleet:
         self._thread.start()
         with self.cond:
             ready = self.cond.wait_for(
-                lambda: self.start_error is not None or len(self.idle) >= self.size, timeout)
+                lambda: self.start_error is not None or self.serving() >= self.size, timeout)
             error = self.start_error or (None if ready else f"not ready after {timeout:.0f}s")
             self.started = error is None
         return error
@@ -84,12 +85,15 @@ class Fleet:
         self._dirty = True
         self.cond.notify_all()
 
+    def serving(self) -> int:
+        """Children that said ready and still serve (lock held)."""
+        return sum(c.state in (State.IDLE, State.BUSY) for c in self.children)
+
     def ready(self, child: Child) -> bool:
-        """A child said ready (lock held): it joins the idle ones."""
+        """A child said ready (lock held): it takes jobs from now on."""
         if child.state is not State.STARTING:
             return False
         child.state = State.IDLE
-        self.idle.append(child)
         self._failures = 0
         self.cond.notify_all()
         return True
@@ -100,8 +104,6 @@ class Fleet:
         before, child.state = child.state, State.DEAD
         if child in self.children:
             self.children.remove(child)
-        if child in self.idle:
-            self.idle.remove(child)
         self.poke()
         if before is not State.STARTING or self.closing:
             return None
@@ -134,7 +136,7 @@ class Fleet:
                     if self.start_error is None and now >= self._spawn_after:
                         missing = self.size - sum(c.live for c in self.children)
                     busy = [c for c in self.children
-                            if c.state is State.BUSY and c.stop_why is None]
+                            if c.entry is not None and c.stop_why is None]
                 for c in kill:
                     log.warning("child %d still alive %.1fs after SIGTERM: SIGKILL", c.pid,
                                 self.config.stop_grace)
@@ -143,9 +145,11 @@ class Fleet:
                     self._spawn()
                 if self.config.max_memory_per_child is not None:
                     self._check_memory(busy, self.config.max_memory_per_child)
+                hint = self._on_tick()
                 with self.cond:
                     if not self._dirty and not self.closing:
-                        self.cond.wait(self._next_wait(bool(busy)))
+                        wait = self._next_wait(bool(busy))
+                        self.cond.wait(wait if hint is None else min(wait, max(0.001, hint)))
                     self._dirty = False
         except BaseException as exc:
             log.critical("process pool supervisor died", exc_info=True)

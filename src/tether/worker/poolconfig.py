@@ -5,8 +5,9 @@
   and told to stop), a crash in a handler kills the worker, and one worker uses one core.
 * ``process``: each slot is a child process that runs one attempt at a time. A handler that
   must stop is killed (SIGTERM, SIGKILL after ``stop_grace``), a crash costs only that attempt,
-  and handlers use every core. Costs: a JSON message each way per job, a process per slot, and
-  ``current_job().transaction()`` is not available (the child has no store connection).
+  and handlers use every core. Costs: a JSON message each way per job (jobs are sent ahead to
+  busy children, so neither side waits for the other between short jobs), a process per slot,
+  and ``current_job().transaction()`` is not available (the child has no store connection).
 
 Options are checked here, once, so a wrong one fails before the worker touches a job.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tether.errors import ConfigError
-from tether.worker.appspec import check_spec, derive_spec
+from tether.worker.appname import check_spec, derive_spec
 
 if TYPE_CHECKING:
     from tether.app import App
@@ -35,6 +36,9 @@ class PoolConfig:
     max_tasks_per_child: int | None = None
     max_memory_per_child: float | None = None  # MiB of resident memory
     stop_grace: float = 0.5  # seconds between SIGTERM and SIGKILL
+    #: The store URL the worker serves, which children use instead of the one the app module
+    #: sets (``tether worker --url`` changes only the parent's app object).
+    url: str | None = None
 
 
 def in_pool_child() -> bool:
@@ -80,4 +84,5 @@ def make_pool_config(
             raise ConfigError("max_memory_per_child needs /proc/<pid>/statm (Linux)")
     spec = check_spec(app_spec) if app_spec is not None else derive_spec(app)
     return PoolConfig("process", spec, max_tasks_per_child,
-                      None if max_memory_per_child is None else float(max_memory_per_child))
+                      None if max_memory_per_child is None else float(max_memory_per_child),
+                      url=app.url)

@@ -1,26 +1,37 @@
-"""The process pool: each attempt runs in a child process, one attempt per child at a time.
+"""The process pool: each attempt runs in a child process; a child runs one at a time and
+holds a few more sent ahead, so it never waits for its worker between two short jobs.
 
 It replaces the thread executor and nothing else: claiming, the batched heartbeat, the lease
 watch, deadlines, completion and shutdown stay in the worker process, exactly as with threads.
 The heartbeater and the deadlines stop an attempt with ``Running.interrupt``; here that kills
-the child running it.
+the child running it, or withdraws it from the child holding it.
 
 Invariants:
 
-* A child runs at most one attempt and an attempt runs in at most one child. A slot is free
-  again only when the child's report arrived or the child has *exited*, so never more than
-  ``concurrency`` handlers run, even while one is being killed.
+* A child runs at most one attempt and an attempt runs in at most one child. A job sent ahead
+  to a child stays that child's until the child starts it (``start``), skips it after a
+  withdrawal (``skipped``), gives it back when it retires, or dies; only then can it go
+  elsewhere. Every job sent ahead is in the registry from its claim, so its lease is renewed
+  by the batched heartbeat like a running one.
 * Exactly one outcome per attempt (``Registry.settle_once``): the child's report, the timeout,
-  the forced shutdown, or the child's end, whichever comes first.
+  the forced shutdown, a withdrawal, or the child's end, whichever comes first.
 * An attempt the worker must stop (lease lost, cancel requested, timeout, forced shutdown) has
-  its child stopped at once: a ``stop`` message, SIGTERM, and SIGKILL ``stop_grace`` later;
-  the child is replaced. The outcome follows the reason: ``cancelled``; nothing for a lost
-  lease (the fence would reject it) or a timeout (already written); ``released`` on shutdown.
-  Whatever the stopped child reports afterwards is ignored.
-* A child that dies on its own mid-attempt (a signal, ``os._exit``, the memory limit) ends that
-  attempt at once as ``stalled`` (stall_count + 1; dead-lettered with reason ``stalled`` after
-  ``max_stalls``), with an error naming the signal or exit code; it is replaced at once and the
-  other children carry on.
+  its child stopped at once when it runs: a ``stop`` message, SIGTERM, and SIGKILL
+  ``stop_grace`` later; the child is replaced. When it was only sent ahead, it is withdrawn
+  (the child never starts a job whose withdrawal reached it first) and settled at once; a
+  child that started it all the same (the two messages crossed) is killed. The outcome follows
+  the reason, run or not: ``cancelled``; nothing for a lost lease (the fence would reject it)
+  or a timeout (already written); ``released`` on shutdown. Whatever a stopped child reports
+  afterwards is ignored.
+* A timeout counts from the ``start`` the child sends just before the handler runs, never from
+  the claim or the send: a job waiting in a child's queue is not running.
+* A child that dies on its own mid-attempt (a signal, ``os._exit``, the memory limit) ends the
+  attempt it was running at once as ``stalled`` (stall_count + 1; dead-lettered with reason
+  ``stalled`` after ``max_stalls``), with an error naming the signal or exit code. The jobs it
+  held but had not started never ran: they go back as ``released``. It is replaced at once and
+  the other children carry on.
+* No job waits long behind a slow handler (``sendahead``): what is queued behind a handler past
+  ``PATIENCE`` is withdrawn and released.
 """
 
 from __future__ import annotations
@@ -28,33 +39,25 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-import threading
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from tether import clock
-from tether.errors import ConfigError, Interrupted, LeaseInterrupted, StoreError
+from tether.errors import ConfigError, Interrupted, LeaseInterrupted
 from tether.events import Events
 from tether.stores.base import Outcome, Store
 from tether.task import Task
-from tether.worker import wire
-from tether.worker.children import Child, State, describe_exit
+from tether.worker import sendahead, wire
+from tether.worker.childmessages import ChildMessages, key_of, stopped_outcome
+from tether.worker.children import Child, State
 from tether.worker.fleet import Fleet
 from tether.worker.poolconfig import PoolConfig
 from tether.worker.registry import Registry, Running
+from tether.worker.sendahead import Ahead
 
 log = logging.getLogger("tether.pool")
 START_TIMEOUT = 60.0
-
-
-def stopped_outcome(entry: Running) -> Outcome | None:
-    """What to write for an attempt whose child the worker stopped (see the invariants)."""
-    why = entry.ctx.stop_reason
-    if why == "JobCancelled":
-        return Outcome(entry.lease, "cancelled", error="cancelled on request")
-    if why == "ShuttingDown":
-        return Outcome(entry.lease, "released")
-    return None
 
 
 def stop_reason(entry: Running, why: type[Interrupted]) -> str:
@@ -66,7 +69,7 @@ def stop_reason(entry: Running, why: type[Interrupted]) -> str:
     return "timeout" if entry.extra.get("timed_out") else "lease lost"
 
 
-class ProcessPool:
+class ProcessPool(ChildMessages):
     def __init__(
         self,
         registry: Registry,
@@ -78,6 +81,7 @@ class ProcessPool:
         concurrency: int,
         owner: str,
         on_fatal: Callable[[BaseException], None],
+        on_started: Callable[[Running, float], None] = lambda entry, ran: None,
     ) -> None:
         self.registry = registry
         self._settle = settle
@@ -87,14 +91,24 @@ class ProcessPool:
         self.concurrency = concurrency
         self.owner = owner
         self._on_fatal = on_fatal
-        self._queue: deque[Running] = deque()  # attempts waiting for an idle child
-        self._running: dict[Running, Child] = {}
+        self._on_started = on_started  # arms the attempt's timeout, ``ran`` seconds late
+        self._queue: deque[Running] = deque()  # attempts waiting for a child
+        self._running: dict[Running, Child] = {}  # every attempt sent to a child, run or not
         init: wire.Header = {
-            "op": "init", "spec": config.app_spec, "sys_path": list(sys.path),
-            "log_level": logging.getLogger("tether").getEffectiveLevel()}
+            "op": "init", "spec": config.app_spec, "url": config.url, "sys_path": list(sys.path),
+            "log_level": logging.getLogger("tether").getEffectiveLevel(),
+            "limits": {"max_tasks": config.max_tasks_per_child,
+                       "max_memory": config.max_memory_per_child}}
         self.fleet = Fleet(concurrency, config, init, on_spawned=self._reader_for,
-                           on_fatal=on_fatal)
+                           on_fatal=on_fatal, on_tick=self._tick)
         self._cond = self.fleet.cond  # one lock for the children and the attempts
+        self.ahead = Ahead(self.fleet, config.max_tasks_per_child)
+
+    @staticmethod
+    def capacity(concurrency: int) -> int:
+        """Attempts a worker may hold with this pool, at most: a running one per child and
+        those sent ahead (``Ahead.capacity`` lowers it while handlers are slow)."""
+        return concurrency * (1 + sendahead.AHEAD)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self, timeout: float = START_TIMEOUT) -> None:
@@ -135,210 +149,150 @@ class ProcessPool:
         return self.fleet.spawned
 
     # -- submitting and stopping attempts ----------------------------------------------------------
-    def submit(self, entry: Running, task: Task) -> None:
+    def submit(self, entry: Running, task: Task[Any, Any]) -> None:
+        """Queue an attempt; the fetcher sends its whole claim with :meth:`dispatch`."""
         entry.on_interrupt = self._interrupted
         with self._cond:
+            entry.extra["queued_at"] = clock.monotonic()
             self._queue.append(entry)
         if entry.ctx.cancelled:  # interrupted before the hook was set
             self._interrupted(entry, LeaseInterrupted)
+
+    def dispatch(self) -> None:
         self._dispatch()
 
     def _dispatch(self) -> None:
-        while True:
-            with self._cond:
-                if not self._queue or not self.fleet.idle or self.fleet.closing:
-                    return
-                entry, child = self._queue.popleft(), self.fleet.idle.pop()
-                child.state, child.entry = State.BUSY, entry
+        """Send waiting attempts to children, several per write to a child.
+
+        The writes happen under the lock: two threads dispatching at once must not reorder
+        one child's jobs (it starts them in the order they arrive, and must say ``start`` for
+        them in the order the worker assigned them). A write to a busy child never blocks
+        (``AHEAD_BYTES``); an idle child is reading."""
+        sent: list[tuple[Child, int]] = []
+        with self._cond:
+            sends: dict[Child, list[bytes]] = {}
+            now = clock.monotonic()
+            while self._queue and not self.fleet.closing:
+                entry = self._queue[0]
+                message = entry.extra.get("wire")
+                if not isinstance(message, bytes):
+                    message = entry.extra["wire"] = wire.encode(*wire.run_message(entry.ctx.job))
+                child = self.ahead.pick(now, len(message))
+                if child is None:
+                    break  # a big one waits for an idle child
+                self._queue.popleft()
+                entry.extra["child"] = child.pid
+                entry.extra["bytes"] = len(message)
+                child.ahead.append(entry)
+                child.ahead_bytes += len(message)
+                child.assigned += 1
+                child.state = State.BUSY
                 self._running[entry] = child
-            entry.extra["child"] = child.pid
-            try:
-                child.writer.send(*wire.run_message(entry.ctx.job))
-            except OSError:  # it died before the job reached it: not an attempt of that job
-                with self._cond:
-                    if child.entry is entry and child.stop_why is None:
-                        child.entry = None
-                        del self._running[entry]
-                        self._queue.appendleft(entry)
-                child.signal(signal.SIGKILL)
-                continue
-            log.debug("job %s attempt %s -> child %d", entry.ctx.id, entry.ctx.attempt, child.pid)
+                sends.setdefault(child, []).append(message)
+            for child, batch in sends.items():
+                try:
+                    child.writer.send_bytes(b"".join(batch))
+                except OSError:
+                    # It died: its reader sees end of file after whatever it said, and sends
+                    # back as released every job it held and had not started.
+                    child.signal(signal.SIGKILL)
+                    continue
+                sent.append((child, len(batch)))
+        for child, n in sent:
+            log.debug("%d job(s) -> child %d", n, child.pid)
 
     def _interrupted(self, entry: Running, why: type[Interrupted]) -> None:
-        """``Running.interrupt`` hook (any thread): stop the child running ``entry``."""
+        """``Running.interrupt`` hook (any thread): stop the child running ``entry``, or
+        withdraw it from the child holding it."""
+        withdrawn = False
         with self._cond:
             child = self._running.get(entry)
             if child is None:
                 if entry not in self._queue:
                     return
                 self._queue.remove(entry)
-            elif child.stop_why is not None:
-                return
-            else:
+            elif child.entry is entry:
+                if child.stop_why is not None:
+                    return
                 child.stop_why = stop_reason(entry, why)
                 child.kill_at = clock.monotonic() + self.config.stop_grace
                 self.fleet.poke()
-        if child is None:  # it never reached a child
+            elif entry in child.ahead:
+                self._take_back(child, entry)
+                child.withdrawn[key_of(entry)] = entry
+                withdrawn = True
+            else:
+                return
+        if child is None or withdrawn:
+            if child is not None:
+                log.info("job %s attempt %s withdrawn from child %d before it started: %s",
+                         entry.ctx.id, entry.ctx.attempt, child.pid, stop_reason(entry, why))
+                self._send(child, {"op": "withdraw", "job": entry.ctx.id,
+                                   "attempt": entry.ctx.attempt})
             self._finish(entry, stopped_outcome(entry))
             return
         log.warning("stopping child %d running job %s attempt %s: %s (SIGTERM, SIGKILL in "
                     "%.1fs)", child.pid, entry.ctx.id, entry.ctx.attempt, child.stop_why,
                     self.config.stop_grace)
-        try:
-            child.writer.send({"op": "stop", "why": entry.ctx.stop_reason or why.__name__})
-        except OSError:
-            pass
+        self._send(child, {"op": "stop", "why": entry.ctx.stop_reason or why.__name__})
         child.signal(signal.SIGTERM)
+
+    def _take_back(self, child: Child, entry: Running) -> None:
+        """``entry`` is no longer held by ``child`` (lock held)."""
+        child.ahead.remove(entry)
+        child.ahead_bytes -= int(entry.extra.get("bytes", 0))  # type: ignore[call-overload]
+        self._running.pop(entry, None)
+        if child.load == 0 and child.state is State.BUSY:
+            child.state = State.IDLE
 
     def _finish(self, entry: Running, outcome: Outcome | None) -> None:
         if self.registry.settle_once(entry):
             self._settle(entry, outcome)
         self.registry.mark(entry, returned=True)
 
-    # -- one reader thread per child -------------------------------------------------------------
-    def _reader_for(self, child: Child) -> None:
-        child.thread = threading.Thread(target=self._read_loop, args=(child,), daemon=True,
-                                        name=f"tether-pool-{child.pid}")
-        child.thread.start()
-
-    def _read_loop(self, child: Child) -> None:
-        try:
-            while True:
-                try:
-                    msg = child.reader.read()
-                    if msg is None:
-                        break
-                    self._handle(child, *msg)
-                except (OSError, ValueError, KeyError, TypeError, wire.ProtocolError) as exc:
-                    log.error("child %d: broken pipe protocol (%s); killing it", child.pid, exc)
-                    child.signal(signal.SIGKILL)
-                    break
-        except BaseException as exc:
-            log.critical("process pool reader of child %d died", child.pid, exc_info=True)
-            self._on_fatal(exc)
-        finally:
-            child.reader.close()
-            child.writer.close()
-            returncode = child.reap(self.config.stop_grace)
-            try:
-                self._exited(child, returncode)
-            except BaseException as exc:
-                log.critical("process pool: handling the exit of child %d failed", child.pid,
-                             exc_info=True)
-                self._on_fatal(exc)
-
-    def _handle(self, child: Child, header: wire.Header, blobs: list[str | None]) -> None:
-        op = header["op"]
-        if op == "outcome":
-            self._outcome(child, header, blobs)
-        elif op == "write":
-            self._fenced_write(child, header, blobs)
-        elif op == "ready":
-            with self._cond:
-                self.fleet.ready(child)
-            log.debug("child %d ready", child.pid)
-            self._dispatch()
-        elif op == "fatal":
-            child.fatal = str(header.get("error"))
-            log.error("child %d: %s", child.pid, child.fatal)
-
-    def _current(self, child: Child, header: wire.Header) -> Running | None:
-        """The attempt a message is about, if the child still runs it unstopped (lock held)."""
-        entry = child.entry
-        if entry is None or child.stop_why is not None:
-            return None
-        if header.get("job") != entry.ctx.id or header.get("attempt") != entry.ctx.attempt:
-            return None
-        return entry
-
-    def _outcome(self, child: Child, header: wire.Header, blobs: list[str | None]) -> None:
-        limit, most = self.config.max_memory_per_child, self.config.max_tasks_per_child
+    # -- the supervisor's tick: nobody waits long behind a slow handler ------------------------
+    def _tick(self) -> float | None:
+        """The supervisor's tick: release jobs that wait too long (``sendahead``) and let the
+        fetcher claim ahead only for children that may hold jobs ahead; when to look again."""
+        released: list[tuple[Running, Child | None, str]] = []
         with self._cond:
-            entry = self._current(child, header)
-            if entry is None:
-                return  # a stopped attempt's late report: the stop decided its outcome
-            outcome = wire.outcome_of(header, blobs, entry.lease)
-            child.entry = None
-            del self._running[entry]
-            child.jobs += 1
-            rss = child.rss_mib() if limit is not None else None
-            if most is not None and child.jobs >= most:
-                child.stop_why = f"recycled after {child.jobs} job(s) (max_tasks_per_child)"
-            elif rss is not None and limit is not None and rss > limit:
-                child.stop_why = (f"recycled: RSS {rss:.0f} MiB over max_memory_per_child "
-                                  f"({limit:g} MiB)")
-            if child.stop_why is None:
-                child.state = State.IDLE
-                self.fleet.idle.append(child)
-            else:
-                child.state = State.RETIRING
-                self.fleet.poke()
-        self._finish(entry, outcome)
-        if child.state is State.RETIRING:
-            log.info("child %d %s", child.pid, child.stop_why)
-            child.writer.close()  # it exits at end of file; the supervisor starts a replacement
-        self._dispatch()
+            now = clock.monotonic()
+            for child in self.fleet.children:
+                if not self.ahead.serving(child) or not self.ahead.stuck(child, now):
+                    continue
+                assert child.entry is not None
+                why = (f"queued behind job {child.entry.ctx.id}, running for "
+                       f"{now - child.started_at:.1f}s in child {child.pid}")
+                released += self._withdraw_all(child, why)
+            if self._queue and self.ahead.pick(now, 0) is None:
+                for entry in list(self._queue):
+                    waited = now - float(entry.extra.get("queued_at", now))  # type: ignore[arg-type]
+                    if waited >= sendahead.PATIENCE:
+                        self._queue.remove(entry)
+                        released.append((entry, None, f"no child free for {waited:.1f}s"))
+            capacity = self.ahead.capacity(now, self.concurrency)
+            busy = bool(self._queue) or any(c.load for c in self.fleet.children)
+        # Refill when half of what is held ahead has run: a claim (and a write per child) per
+        # batch, not per job; the children have work meanwhile.
+        self.registry.set_capacity(capacity, (capacity - self.concurrency) // 2)
+        self._release(released)
+        return sendahead.PATIENCE / 4 if busy else None
 
-    def _fenced_write(self, child: Child, header: wire.Header, blobs: list[str | None]) -> None:
-        """A checkpoint or progress value from a child: the parent owns the lease and writes."""
-        what = header.get("what")
-        text = blobs[0] if blobs else None
-        with self._cond:
-            entry = self._current(child, header)
-        reply: wire.Header = {"op": "reply", "seq": header.get("seq"), "ok": False}
-        if entry is not None and text is not None and what in ("checkpoint", "progress"):
-            write = self.store.save_checkpoint if what == "checkpoint" else self.store.set_progress
-            try:
-                reply["ok"] = write(entry.lease, text)
-            except StoreError as exc:
-                reply["error"] = f"{type(exc).__name__}: {exc}"
-        try:
-            child.writer.send(reply)
-        except OSError:
-            pass
-        if entry is not None and reply["ok"] is False and "error" not in reply:
-            log.warning("job %s attempt %s: %s from child %d rejected: the lease is lost",
-                        entry.ctx.id, entry.ctx.attempt, what, child.pid)
-            self.events.emit("lease_lost", job_id=entry.ctx.id, attempt=entry.ctx.attempt,
-                             worker=self.owner, detail={"rejected": what, "child": child.pid})
-            entry.interrupt(LeaseInterrupted)
+    def _withdraw_all(self, child: Child, why: str) -> list[tuple[Running, Child | None, str]]:
+        """Take back every job ``child`` holds unstarted (lock held)."""
+        out: list[tuple[Running, Child | None, str]] = []
+        for entry in list(child.ahead):
+            self._take_back(child, entry)
+            child.withdrawn[key_of(entry)] = entry
+            out.append((entry, child, why))
+        return out
 
-    def _exited(self, child: Child, returncode: int) -> None:
-        with self._cond:
-            before = child.state
-            fatal = self.fleet.remove(child, returncode)
-            entry, child.entry = child.entry, None
-            if entry is not None:
-                self._running.pop(entry, None)
-            closing = self.fleet.closing
-        status = describe_exit(returncode)
-        why = child.stop_why or ("crashed" if entry is not None else "exited")
-        if entry is not None:
-            self._end_attempt(child, entry, status, closing)
-        elif before is State.RETIRING or closing:
-            log.debug("child %d %s", child.pid, status)
-        elif before is not State.STARTING:
-            log.warning("child %d %s while idle; replacing it", child.pid, status)
-        self.events.emit(
-            "child_exited", job_id=entry.ctx.id if entry else None,
-            attempt=entry.ctx.attempt if entry else None, worker=self.owner,
-            detail={"child": child.pid, "status": status, "why": why, "jobs": child.jobs})
-        if fatal is not None:
-            log.critical("process pool: %s", fatal)
-            self._on_fatal(ConfigError(fatal))
-
-    def _end_attempt(self, child: Child, entry: Running, status: str, closing: bool) -> None:
-        ctx = entry.ctx
-        if closing:
-            outcome = None
-        elif ctx.stop_reason is not None and child.stop_why is not None:
-            outcome = stopped_outcome(entry)
-            log.warning("child %d (job %s attempt %s) stopped: %s; %s", child.pid, ctx.id,
-                        ctx.attempt, child.stop_why, status)
-        else:
-            cause = f"was killed: {child.stop_why}" if child.stop_why else f"died: {status}"
-            error = f"child process {child.pid} running the job {cause}"
-            log.error("job %s attempt %s: %s; the attempt ends as a stall", ctx.id, ctx.attempt,
-                      error)
-            outcome = Outcome(entry.lease, "stalled", error=error, reason="stalled")
-        self._finish(entry, outcome)
+    def _release(self, released: list[tuple[Running, Child | None, str]]) -> None:
+        for entry, holder, why in released:
+            log.info("job %s attempt %s released without running: %s", entry.ctx.id,
+                     entry.ctx.attempt, why)
+            if holder is not None:
+                self._send(holder, {"op": "withdraw", "job": entry.ctx.id,
+                                    "attempt": entry.ctx.attempt})
+            entry.extra["why"] = f"not started: {why}"
+            self._finish(entry, Outcome(entry.lease, "released"))

@@ -12,25 +12,39 @@ serial). The *entry* stays until its outcome is settled (written, rejected, or n
 written), so the heartbeater keeps renewing the lease until the outcome has landed. Entries are
 capped at twice the slots, so a slow store cannot pile up unwritten outcomes. Entries are keyed
 by lease, so a self-zombie's old entry never collides with a new claim of the same job.
+
+*Claimed ahead* (thread pool only): a job claimed before a slot is free for it waits in the
+*backlog*, FIFO, holding its fenced lease and renewed by the heartbeat like any other entry.
+A handler thread :meth:`take` s the oldest when a slot frees; the fetcher hands back
+(:meth:`unqueue`) what waited too long, so a claimed-ahead job never waits behind a
+long-running handler while another worker could run it. An entry is either in the backlog or
+started, never both, and whoever takes it out of the backlog (a handler or a hand-back) is
+the only one that decides its outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tether import clock
 from tether.context import JobContext
 from tether.errors import Interrupted
 from tether.stores.base import Lease
+
+#: A queued job that waited this long for a handler thread, while a slot was free and every
+#: awake handler thread was held that long by its handler, wakes another thread (seconds).
+LAG = 0.005
 
 
 @dataclass(eq=False)
 class Running:
     ctx: JobContext
     trusted_until: float
-    returned: bool = False
+    returned: bool = False  # the handler returned (or, claimed ahead, never started)
     settled: bool = False  # an outcome was decided for this attempt
     lost: bool = False  # the store or the trust window says we no longer hold it
     async_task: asyncio.Task[object] | None = None
@@ -38,6 +52,9 @@ class Running:
     extra: dict[str, object] = field(default_factory=dict)
     # Called after every interrupt (any thread): how a process pool stops the child running it.
     on_interrupt: Callable[[Running, type[Interrupted]], None] | None = None
+    task: object = None  # claimed ahead: the task to run when a slot frees
+    queued_at: float = 0.0  # claimed ahead: when it entered the backlog (monotonic)
+    started_at: float = 0.0  # when its handler was given a slot (monotonic)
 
     @property
     def lease(self) -> Lease:
@@ -58,26 +75,147 @@ class Registry:
         self.capacity = capacity
         self._entries: dict[Lease, Running] = {}
         self._busy = 0  # handlers that have not returned yet
-        self._cond = threading.Condition()
+        lock = threading.RLock()
+        self._cond = threading.Condition(lock)
+        #: Handler threads wait here for a queued job and a free slot (same lock, so a
+        #: hand-over never wakes the fetcher and the completer too).
+        self._work = threading.Condition(lock)
+        self._backlog: deque[Running] = deque()
+        self._idle = 0  # handler threads waiting in take()
+        self._threads = 0  # handler threads taking jobs (set by each one's first take)
+        self._closed = False
+        self.ahead = 0  # how many jobs beyond the free slots the fetcher may hold (set by it)
+        self.claim_at = 1  # free slots that wake the fetcher (see set_capacity)
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def free(self) -> int:
-        return min(self.capacity - self._busy, 2 * self.capacity - len(self._entries))
+        """How many jobs the fetcher may claim now: free slots not already spoken for by the
+        backlog, plus the claim-ahead allowance; capped so that a slow store cannot pile up
+        unwritten outcomes."""
+        ahead = self.ahead
+        slots = self.capacity - self._busy - len(self._backlog)
+        room = 2 * self.capacity + ahead - len(self._entries)
+        if self._backlog and len(self._backlog) * 2 > ahead:
+            return min(slots, room)  # refill only once the backlog is half used
+        return min(slots + ahead, room)
+
+    def set_capacity(self, capacity: int, claim_at: int = 1) -> None:
+        """How many attempts the worker may hold from now on (a process pool claims ahead
+        only for children that may queue jobs), and how many free slots wake the fetcher (a
+        process pool whose children hold jobs ahead claims in batches, not a job at a time:
+        they have work meanwhile); waiters wake when that many are free."""
+        with self._cond:
+            was_free, self.capacity = self.free(), capacity
+            self.claim_at = max(1, claim_at)
+            if was_free < self.claim_at <= self.free():
+                self._cond.notify_all()
 
     def wait_free(self, timeout: float, stop: Callable[[], bool]) -> int:
-        """Block until a slot is free (or stop() or timeout); returns free slots."""
+        """Block until a slot is free (or stop() or timeout); returns how many to claim."""
         with self._cond:
-            self._cond.wait_for(lambda: stop() or self.free() > 0, timeout)
+            self._cond.wait_for(lambda: stop() or self.free() >= self.claim_at, timeout)
             return self.free()
+
+    # -- the backlog of jobs claimed ahead ---------------------------------------------------
+    def queue(self, entries: list[Running], wake: int) -> None:
+        """Add entries that wait for a slot, and wake up to ``wake`` idle handler threads
+        (each woken thread takes queued jobs until the backlog is empty; waking more threads
+        than the handlers' run time needs only makes them fight for the GIL)."""
+        now = clock.monotonic()
+        with self._cond:
+            for entry in entries:
+                entry.queued_at = now
+                self._entries[entry.lease] = entry
+            self._backlog.extend(entries)
+            awake = self._threads - self._idle  # each takes the next job when it is done
+            self._work.notify(min(wake, self.capacity - self._busy) - awake)
+
+    def nudge(self, waited: float) -> None:
+        """Wake one more handler thread if the oldest queued job has waited ``waited``
+        seconds or more while a slot is free and every awake handler thread is held by a
+        handler that has run that long (a job waiting only because the process is short of
+        CPU gains nothing from one more thread fighting for the GIL)."""
+        now = clock.monotonic()
+        with self._cond:
+            if not (self._backlog and self._busy < self.capacity
+                    and now - self._backlog[0].queued_at >= waited):
+                return
+            held = sum(1 for e in self._entries.values()
+                       if not e.returned and 0.0 < e.started_at <= now - waited)
+            if held >= self._threads - self._idle:
+                self._work.notify()
+
+    def take(self, first: bool = False) -> Running | None:
+        """The oldest queued entry, once a slot is free for it (blocks); None once closed.
+        ``first``: the calling handler thread's first call."""
+        with self._cond:
+            self._threads += first
+            while not self._closed and not (self._backlog and self._busy < self.capacity):
+                self._idle += 1
+                try:
+                    self._work.wait()
+                finally:
+                    self._idle -= 1
+            if self._closed:
+                return None
+            was_free = self.free()
+            entry = self._backlog.popleft()
+            self._busy += 1
+            entry.started_at = clock.monotonic()
+            if was_free <= 0 < self.free():
+                self._cond.notify_all()  # the backlog ran low: time to claim again
+            return entry
+
+    def close(self) -> None:
+        """Wake every handler thread waiting in :meth:`take` for good."""
+        with self._cond:
+            self._closed = True
+            self._work.notify_all()
+
+    def queued(self) -> int:
+        return len(self._backlog)
+
+    def oldest_queued(self) -> float | None:
+        """When the oldest queued entry was queued (monotonic), None if none is."""
+        backlog = self._backlog
+        try:
+            return backlog[0].queued_at
+        except IndexError:
+            return None
+
+    def unqueue(self, queued_before: float = float("inf")) -> list[Running]:
+        """Take out of the backlog the entries queued before ``queued_before`` (all by
+        default); the caller owns their outcome (they never started: no slot to free)."""
+        out = []
+        with self._cond:
+            backlog = self._backlog
+            while backlog and backlog[0].queued_at < queued_before:
+                entry = backlog.popleft()
+                entry.returned = True
+                if not (entry.settled or entry.extra.get("settling")):
+                    entry.extra["settling"] = True
+                    out.append(entry)
+            if out:
+                self._cond.notify_all()
+        return out
+
+    def stuck(self, started_before: float) -> int:
+        """Busy slots whose handler started before ``started_before``: they are not going to
+        free soon, so no job claimed ahead should count on them."""
+        with self._cond:
+            return sum(1 for e in self._entries.values()
+                       if not e.returned and 0.0 < e.started_at < started_before)
 
     def wait_empty(self, timeout: float | None) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: not self._entries, timeout)
 
     def add(self, entry: Running) -> None:
+        """Add an entry whose handler starts now (it takes a slot at once)."""
         with self._cond:
+            entry.started_at = clock.monotonic()
             self._entries[entry.lease] = entry
             self._busy += 1
 
@@ -106,15 +244,19 @@ class Registry:
         """
         with self._cond:
             was_free = self.free()
+            async_slot = False
             for entry in entries:
                 if returned and not entry.returned:
+                    async_slot |= entry.loop is not None
                     entry.returned = True
                     self._busy -= 1
                 entry.settled |= settled
                 if entry.returned and entry.settled and self._entries.get(entry.lease) is entry:
                     del self._entries[entry.lease]
-            if (was_free <= 0 < self.free()) or not self._entries:
+            if (was_free < self.claim_at <= self.free()) or not self._entries:
                 self._cond.notify_all()
+            if async_slot and self._backlog:
+                self._work.notify()  # an async handler's slot: no handler thread comes back
 
     def settle_once(self, entry: Running) -> bool:
         """Claim the right to decide this attempt's outcome; only the first caller wins."""

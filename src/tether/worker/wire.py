@@ -10,11 +10,16 @@ cannot break early) followed by the raw UTF-8 bytes of the blobs it announces in
 lengths in order, ``-1`` for None. Lengths instead of embedding the texts as JSON strings keep
 a payload as stored and cost one slice to read instead of an escape and an unescape.
 
-Messages, parent to child: ``init`` (spec, sys.path, log level), ``run`` (job fields; blobs:
-payload, checkpoint, progress), ``reply`` (to a fenced write), ``stop`` (why the running
-attempt is being stopped; SIGTERM follows). Child to parent: ``ready``, ``fatal`` (the app
-could not be loaded), ``write`` (a checkpoint or progress value for the parent to store,
-fenced), ``outcome`` (how the attempt ended; blobs: result, error).
+Messages, parent to child: ``init`` (spec, sys.path, log level, recycling limits), ``run``
+(job fields; blobs: payload, checkpoint, progress; several may be queued: jobs sent ahead),
+``withdraw`` (a job sent ahead must not start), ``reply`` (to a fenced write), ``stop`` (why the
+running attempt is being stopped; SIGTERM follows). Child to parent: ``ready``, ``fatal`` (the
+app could not be loaded), ``start`` (the next job's handler starts now; the outcomes owed
+are in the same write, before it; a ``start`` field on the last one stands for it),
+``outcome`` (how the attempt ended; blobs: result, error),
+``skipped`` (a withdrawn job was dropped unstarted), ``retire`` (recycled: it starts nothing
+more), ``write`` (a checkpoint or progress value for the parent to store, fenced). Several
+messages may share one write; a reader cuts them apart.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ _JOB_FIELDS = ("id", "task", "queue", "status", "priority", "run_at", "attempt",
                "failures", "stall_count", "max_stalls", "interruptions", "locked_by",
                "lease_until", "created_at", "started_at", "finished_at", "failure_reason",
                "unique_key", "cancel_requested", "lease_token")
+_ID, _ATTEMPT = _JOB_FIELDS.index("id"), _JOB_FIELDS.index("attempt")
 OUTCOME_KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
 
 
@@ -57,6 +63,7 @@ class Reader:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self._buf = bytearray()
+        self._pos = 0  # where the next message starts in _buf
         self._closed = False
 
     def read(self) -> Message | None:
@@ -66,7 +73,7 @@ class Reader:
             if msg is not None:
                 return msg
             if not self._fill():
-                if self._buf:
+                if len(self._buf) > self._pos:
                     raise ProtocolError("truncated message")
                 return None
 
@@ -77,23 +84,41 @@ class Reader:
             msg = self._cut()
         return msg
 
+    def buffered(self) -> bool:
+        """Bytes of a next message have arrived already."""
+        return len(self._buf) > self._pos
+
+    def read_ready(self) -> list[Message]:
+        """Every message that has fully arrived, with at most one read; never blocks."""
+        out: list[Message] = []
+        while (msg := self._cut()) is not None:
+            out.append(msg)
+        if select.select([self.fd], [], [], 0)[0] and self._fill():
+            while (msg := self._cut()) is not None:
+                out.append(msg)
+        return out
+
     def _fill(self) -> bool:
+        if self._pos:  # drop what was cut (once per read, not once per message)
+            del self._buf[:self._pos]
+            self._pos = 0
         data = os.read(self.fd, 65536)
         self._buf += data
         return bool(data)
 
     def _cut(self) -> Message | None:
-        end = self._buf.find(b"\n")
+        buf, pos = self._buf, self._pos
+        end = buf.find(b"\n", pos)
         if end < 0:
             return None
         try:
-            header = json.loads(self._buf[:end])
+            header = json.loads(buf[pos:end])
         except ValueError as exc:
             raise ProtocolError(f"bad header: {exc}") from None
         if not isinstance(header, dict) or not isinstance(header.get("op"), str):
             raise ProtocolError("header without op")
         sizes = header.get("n", ())
-        if len(self._buf) < end + 1 + sum(n for n in sizes if n > 0):
+        if len(buf) < end + 1 + sum(n for n in sizes if n > 0):
             return None
         at = end + 1
         blobs: list[str | None] = []
@@ -101,9 +126,9 @@ class Reader:
             if size < 0:
                 blobs.append(None)
             else:
-                blobs.append(self._buf[at:at + size].decode())
+                blobs.append(buf[at:at + size].decode())
                 at += size
-        del self._buf[:at]
+        self._pos = at
         return header, blobs
 
     def close(self) -> None:
@@ -121,7 +146,14 @@ class Writer:
 
     def send(self, header: Header, blobs: Sequence[str | None] = ()) -> None:
         """Raises OSError when the pipe is closed (the other side died, or close() ran)."""
-        view = memoryview(encode(header, blobs))
+        self.send_bytes(encode(header, blobs))
+
+    def send_many(self, messages: Sequence[Message]) -> None:
+        """Several messages in one write (one wake-up of the reader)."""
+        self.send_bytes(b"".join(encode(h, b) for h, b in messages))
+
+    def send_bytes(self, data: bytes) -> None:
+        view = memoryview(data)
         with self._lock:
             if self._fd is None:
                 raise BrokenPipeError("pipe closed")
@@ -141,6 +173,12 @@ class Writer:
 def run_message(job: Job) -> Message:
     return ({"op": "run", "job": [getattr(job, f) for f in _JOB_FIELDS]},
             [job.payload, job.checkpoint, job.progress])
+
+
+def run_key(header: Header) -> tuple[int, int]:
+    """(job id, attempt) of a ``run`` message."""
+    job = header["job"]
+    return job[_ID], job[_ATTEMPT]
 
 
 def job_of(header: Header, blobs: list[str | None]) -> Job:

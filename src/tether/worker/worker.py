@@ -2,7 +2,9 @@
 
 Threads and what each may touch:
 
-* fetcher: claims batches (one ``claim`` write per batch) into free slots;
+* fetcher: claims batches (one ``claim`` write per batch) into free slots and, with the thread
+  pool, ahead of them (``ahead.py``: bounded by what it can start soon; what waits too long
+  is handed back);
 * handlers: a daemon thread pool and one asyncio loop (``executor``), or child processes
   (``procpool``, ``pool="process"``) driven by one supervisor and one reader thread per child;
 * heartbeater: its own store connection; renews every in-flight lease in one statement;
@@ -24,16 +26,19 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tether import clock
 from tether.context import JobContext
 from tether.errors import LeaseInterrupted, ShuttingDown, StoreGone
 from tether.maintenance.maintainer import Maintainer
-from tether.stores import open_store
+from tether.periodic import schedules_of
 from tether.stores.base import Job, Outcome, Store, WorkerInfo
 from tether.stores.replay import new_request_id
+from tether.task import Task
+from tether.worker.ahead import ClaimAhead
 from tether.worker.completer import Completer, Pending
+from tether.worker.connections import open_stores
 from tether.worker.deadlines import Deadlines
 from tether.worker.executor import Executor
 from tether.worker.health import StoreHealth, classify, one_line, worth_logging
@@ -84,14 +89,19 @@ class Worker:
         self.app = app
         self.settings = app.settings
         self.concurrency = concurrency
+        app.import_includes()  # App(include=...): their tasks' queues are ours too
         self.queues = list(queues) if queues else app.queues()
         self.id = new_worker_id()
         self.shutdown = Shutdown(grace=self.settings.shutdown_timeout)
-        self.registry = Registry(concurrency)
+        self.registry = Registry(ProcessPool.capacity(concurrency)
+                                 if self.pool.kind == "process" else concurrency)
         self.store: Store = app.store
-        self._hb_store = open_store(app.url)
-        self._maint_store = open_store(app.url) if maintenance and (
-            self.settings.reaper_interval > 0 or self.settings.prune_interval > 0) else None
+        schedules = schedules_of(app)  # periodic jobs: a duty of the maintenance leader
+        side = open_stores(app.url, 2 if maintenance and (
+            self.settings.reaper_interval > 0 or self.settings.prune_interval > 0
+            or schedules) else 1)
+        self._hb_store = side[0]
+        self._maint_store = side[1] if len(side) > 1 else None
         fatal: Callable[[BaseException], None] = self._fatal
         self.health = StoreHealth(self.settings.lease_ttl / 3)
         self.heartbeater = Heartbeater(
@@ -101,16 +111,21 @@ class Worker:
         self.completer = Completer(self.store, self.id, self.registry, app.events,
                                    on_fatal=fatal, health=self.health)
         self.executor: Executor | ProcessPool
+        self.ahead: ClaimAhead | None = None
         if self.pool.kind == "process":
             self.executor = ProcessPool(self.registry, self._settle, self.store, app.events,
                                         self.pool, concurrency=concurrency, owner=self.id,
-                                        on_fatal=fatal)
+                                        on_fatal=fatal, on_started=self._arm_deadline)
         else:
-            self.executor = Executor(self.registry, self._settle, concurrency)
+            self.ahead = ClaimAhead(self.registry, self.settings.claim_batch, self.completer,
+                                    self._notify)
+            self.executor = Executor(self.registry, self._settle, concurrency,
+                                     on_start=self._on_start, on_return=self.ahead.observe)
         self.deadlines = Deadlines(fatal)
         self.maintainer = Maintainer(
             self._maint_store, self.id, self.settings, app.events, on_fatal=fatal,
-            reap=self.settings.reaper_interval > 0) if self._maint_store is not None else None
+            reap=self.settings.reaper_interval > 0,
+            schedules=schedules) if self._maint_store is not None else None
         self._fetcher = threading.Thread(target=self._fetch_loop, name="tether-fetcher",
                                          daemon=True)
         self.claimed = 0
@@ -156,6 +171,8 @@ class Worker:
         while sd.phase == Phase.DRAINING:
             if self.registry.wait_empty(min(0.1, max(0.0, deadline - clock.monotonic()))):
                 break
+            if self.ahead is not None:  # the fetcher has stopped: its hand-back goes on here
+                self.ahead.hand_back_stale(clock.monotonic())
             if clock.monotonic() >= deadline:
                 sd.force("shutdown_timeout reached")
         if sd.phase == Phase.FORCED:
@@ -177,6 +194,9 @@ class Worker:
         leases stay with the store until they expire (the reaper returns them within the
         recovery bound), and the log says exactly that, never "handed back"."""
         batch = []
+        for entry in self.registry.unqueue():  # claimed ahead, never started
+            entry.interrupt(ShuttingDown)
+            batch.append(Pending(entry, Outcome(entry.lease, "released"), "released"))
         for entry in self.registry.entries():
             entry.interrupt(ShuttingDown)
             if not entry.lost and self.registry.settle_once(entry):
@@ -259,8 +279,14 @@ class Worker:
             # claim reuses its request id (and its send time, which the trust window of the
             # jobs it got is counted from), so the store hands those jobs back to us.
             replay: tuple[str, float] | None = None
+            ahead = self.ahead
             while not self.shutdown.stopping:
-                free = self.registry.wait_free(0.5, lambda: self.shutdown.stopping)
+                if ahead is not None:
+                    t = clock.monotonic()
+                    ahead.hand_back_stale(t)
+                    ahead.update(t)
+                free = self.registry.wait_free(self._wait_at_most(0.5),
+                                               lambda: self.shutdown.stopping)
                 if free <= 0 or self.shutdown.stopping:
                     continue
                 active = self.pauses.active()
@@ -279,7 +305,8 @@ class Worker:
                                             request_id=request_id)
                     if not jobs:
                         replay = None
-                        self.store.wait_for_jobs(self.queues, self.settings.poll_interval)
+                        self.store.wait_for_jobs(
+                            self.queues, self._wait_at_most(self.settings.poll_interval))
                 except Exception as exc:
                     if classify(exc) == "gone":
                         self._fatal(exc)
@@ -294,11 +321,18 @@ class Worker:
                 replay = None
                 backoff, streak = 0.05, 0
                 self.health.ok()
-                for job in jobs:
-                    self._start(job, sent + self.settings.lease_ttl)
+                queued = [e for e in (self._start(job, sent + self.settings.lease_ttl)
+                                      for job in jobs) if e is not None]
+                if queued and ahead is not None:
+                    self.registry.queue(queued, ahead.wake(len(queued)))
+                if isinstance(self.executor, ProcessPool):
+                    self.executor.dispatch()  # the whole claim: one write per child
         except BaseException as exc:
             log.critical("fetcher died", exc_info=True)
             self._fatal(exc)
+
+    def _wait_at_most(self, seconds: float) -> float:
+        return seconds if self.ahead is None else self.ahead.wait_at_most(seconds)
 
     def _fetch_failed(self, exc: BaseException, sent: float, streak: int) -> None:
         self.health.failed(exc, sent)
@@ -309,13 +343,19 @@ class Worker:
         log.log(level, "fetching failed %d time(s) in a row (%s); retrying every %.1fs at most",
                 streak, one_line(exc), FETCH_BACKOFF_MAX, exc_info=not transient and streak == 1)
 
-    def _start(self, job: Job, trusted_until: float) -> None:
+    def _start(self, job: Job, trusted_until: float) -> Running | None:
+        """Start a claimed job, or (thread pool) return its entry to queue for a slot."""
         self.claimed += 1
-        entry = Running(JobContext(job, self.store), trusted_until)
+        entry = Running(JobContext(job, self.store, self.app.codec), trusted_until)
+        task = self.app.find_task(job.task)
+        if task is not None and self.ahead is not None:
+            if self.shutdown.phase == Phase.FORCED:
+                entry.interrupt(ShuttingDown)
+            entry.task = task  # queued: _on_start runs when a handler thread takes it
+            return entry
         self.registry.add(entry)
         self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
                              detail={"task": job.task, "queue": job.queue})
-        task = self.app.tasks.get(job.task)
         if task is None:
             self.registry.settle_once(entry)
             first = job.task not in self._unknown_warned
@@ -323,25 +363,45 @@ class Worker:
             self._settle(entry, unknown_task_outcome(
                 job, entry.lease, self.id, self.settings.unknown_task_timeout, warn=first))
             self.registry.mark(entry, returned=True)
-            return
+            return None
         if self.shutdown.phase == Phase.FORCED:
             entry.interrupt(ShuttingDown)
-        timeout = task.options.timeout
+        if isinstance(self.executor, Executor):  # a process pool arms it when the child starts
+            self._add_deadline(entry, task)
+        self.executor.submit(entry, task)
+        return None
+
+    def _on_start(self, entry: Running, task: Task[Any, Any]) -> None:
+        """A queued job got its slot (handler thread): its time limit runs from now."""
+        job = entry.ctx.job
+        self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
+                             detail={"task": job.task, "queue": job.queue})
+        self._add_deadline(entry, task)
+
+    def _add_deadline(self, entry: Running, task: Task[Any, Any]) -> None:
+        timeout = task.config.timeout
         if timeout is not None:
             entry.extra["deadline"] = self.deadlines.add(timeout, lambda: self._timed_out(entry))
-        self.executor.submit(entry, task)
+
+    def _arm_deadline(self, entry: Running, late: float) -> None:
+        """Start the attempt's timeout, ``late`` seconds after the handler started."""
+        task = self.app.tasks.get(entry.ctx.task)
+        timeout = task.options.timeout if task is not None else None
+        if timeout is not None:
+            entry.extra["deadline"] = self.deadlines.add(max(0.0, timeout - late),
+                                                         lambda: self._timed_out(entry))
 
     def _timed_out(self, entry: Running) -> None:
         if not self.registry.settle_once(entry):
             return
         task = self.app.tasks[entry.ctx.task]
         log.warning("job %s attempt %s timed out after %ss", entry.ctx.id, entry.ctx.attempt,
-                    task.options.timeout)
+                    task.config.timeout)
         entry.extra["timed_out"] = True
         entry.interrupt(LeaseInterrupted)
         self._settle(entry, Outcome(
-            entry.lease, "error", error=f"timed out after {task.options.timeout}s",
-            reason="timeout", retry_delay=task.options.retry.delay(entry.ctx.job.failures + 1)))
+            entry.lease, "error", error=f"timed out after {task.config.timeout}s",
+            reason="timeout", retry_delay=task.config.retry.delay(entry.ctx.job.failures + 1)))
 
     def _settle(self, entry: Running, outcome: Outcome | None) -> None:
         handle = entry.extra.get("deadline")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -88,6 +89,10 @@ class Connector:
             raise ConfigError(f"need 0 <= min_size <= max_size >= 1, got {min_size}/{max_size}")
         self.application_name = application_name or (f"tether-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         self.channel = f"{self.schema}_jobs"
+        #: wait_for_finish's channel: ids of jobs that became terminal (same length as above).
+        self.done_channel = f"{self.schema}_done"
+        #: The advisory lock key that says "a finish waiter listens" (queries.sql, finish).
+        self.done_key = zlib.crc32(self.done_channel.encode())
         self.connect_timeout = connect_timeout
         self._kwargs: dict[str, Any] = {
             "autocommit": True,
@@ -119,6 +124,17 @@ class Connector:
             error = connect_error(self.url, exc, first=not self._opened)
             if any(secret in str(exc) for secret in secrets_in(self.url)):
                 raise error from None  # the driver quoted the password: do not chain it
+            raise error from exc
+
+    async def aconnect(self) -> psycopg.AsyncConnection[Any]:
+        """A fresh async connection (the async producer's), with the pool's settings; a
+        failure is an outage to ride out (the store was opened already)."""
+        try:
+            return await psycopg.AsyncConnection.connect(self.dsn, **self._kwargs)
+        except psycopg.Error as exc:
+            error = connect_error(self.url, exc, first=False)
+            if any(secret in str(exc) for secret in secrets_in(self.url)):
+                raise error from None
             raise error from exc
 
     @contextmanager

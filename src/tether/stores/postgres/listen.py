@@ -16,13 +16,25 @@ Invariants:
 * Notifications sent while the connection was down are lost, so every re-connection is
   reported as a wake-up to every waiter: an idle worker claims within ~1 s of the server's
   return instead of at its next poll.
+
+The same connection LISTENs on ``<schema>_done`` for ``wait_for_finish`` (issue #12): finish,
+cancel and reap send the ids of the jobs they ended there (``'*'`` for "any"). Only while
+someone waits (and for :data:`DONE_LINGER` seconds after): every finish of the fleet sends
+one, and a worker that never waits for results must not receive and parse them all. A waiter
+registers a :class:`FinishWaiter`, reads its jobs' status, and if the channel is not listened
+to yet, pokes the thread (an empty notification on the jobs channel, so it need not wait for
+its read timeout), waits for the LISTEN, and reads again: a finish committed before a read is
+seen by it, one committed after the LISTEN is notified. Nothing is kept for ids nobody waits on.
+While listening to it the connection also holds the shared advisory lock on the store's "done
+key": ``finish`` skips its NOTIFY when it can take that key exclusively (nobody waits), and
+holds it to its commit, so "ready" (channel and key held) means no finish can be missed.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import psycopg
 from psycopg import sql
@@ -31,16 +43,38 @@ from tether import clock
 from tether.errors import StoreError
 from tether.stores.postgres.connect import Conn, Connector
 from tether.stores.postgres.driver_errors import one_line
+from tether.stores.postgres.statements import TEMPLATES
 
 log = logging.getLogger("tether.store.postgres")
 
 #: How long one read of the connection blocks before the thread checks for close().
 _TICK = 0.25
+#: How soon the thread tries the done key again when a finish held it.
+_LOCK_RETRY = 0.01
+#: Seconds the done channel stays listened to after its last waiter left.
+DONE_LINGER = 60.0
 #: Reconnection backoff while the server is unreachable: first retry, growth, ceiling.
 _RETRY_FIRST, _RETRY_MAX = 0.05, 0.5
 #: libpq's smallest useful connect_timeout: a black-holed server must not hold the thread
 #: (and the server's return) for the pool's longer timeout.
 _CONNECT_TIMEOUT = 2
+
+
+class FinishWaiter:
+    """One wait_for_finish call: its ids, whether a notification named one of them (or may
+    have: ``'*'``, a re-connection, close), and an optional callback for an event loop."""
+
+    __slots__ = ("callback", "hit", "ids")
+
+    def __init__(self, ids: Collection[int], callback: Callable[[], None] | None) -> None:
+        self.ids = frozenset(ids)
+        self.hit = False
+        self.callback = callback
+
+    def wake(self) -> None:
+        self.hit = True
+        if self.callback is not None:
+            self.callback()
 
 
 class Listener:
@@ -51,6 +85,9 @@ class Listener:
         self._connector = connector
         self._cond = threading.Condition()
         self._stash: set[str] = set()
+        self._finish_waiters: set[FinishWaiter] = set()
+        self._done_keep_until = 0.0  # monotonic: listen to the done channel until then
+        self._done_ready = threading.Event()  # the done channel is listened to now
         self._generation = 0  # bumped on every re-connection after a loss
         self._missed = False  # a re-connection no waiter has been told about yet
         self._closed = False
@@ -81,9 +118,76 @@ class Listener:
                 self._cond.wait(remaining)
         return False
 
+    # -- finish waiters (wait_for_finish) --------------------------------------------------------
+    def ready(self) -> bool:
+        """True once the listening connection made its first attempt (start() won't block)."""
+        return self._first_attempt.is_set()
+
+    def start(self) -> None:
+        """Start the thread and wait for its first attempt (blocks up to ~3 s)."""
+        if not self._closed:
+            self._start()
+
+    def add_finish_waiter(
+        self, ids: Collection[int], callback: Callable[[], None] | None = None
+    ) -> FinishWaiter:
+        """Register a waiter; call before reading the jobs' status. The callback runs on
+        the listener's thread (an event loop's ``call_soon_threadsafe``)."""
+        waiter = FinishWaiter(ids, callback)
+        with self._cond:
+            if self._closed:
+                waiter.wake()
+            self._finish_waiters.add(waiter)
+        return waiter
+
+    def remove_finish_waiter(self, waiter: FinishWaiter) -> None:
+        with self._cond:
+            self._finish_waiters.discard(waiter)
+            self._done_keep_until = clock.monotonic() + DONE_LINGER
+
+    def done_ready(self) -> bool:
+        """The done channel is listened to: a finish committed from now on is notified."""
+        return self._done_ready.is_set()
+
+    def wait_done_ready(self, timeout: float) -> bool:
+        return self._done_ready.wait(max(0.0, timeout))
+
+    def _want_done(self) -> bool:
+        with self._cond:
+            return bool(self._finish_waiters) or clock.monotonic() < self._done_keep_until
+
+    def wait_finish(self, waiter: FinishWaiter, timeout: float) -> bool:
+        """Block until ``waiter`` is woken (True) or ``timeout`` passes (False)."""
+        deadline = clock.monotonic() + max(0.0, timeout)
+        with self._cond:
+            while not waiter.hit:
+                remaining = deadline - clock.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def _finished(self, payload: str) -> None:
+        """File a notification of the done channel (caller holds the lock)."""
+        if payload == "*":
+            ended: frozenset[int] | None = None
+        else:
+            try:
+                ended = frozenset(int(part) for part in payload.split(",") if part)
+            except ValueError:
+                ended = None  # not ours to parse: wake everyone, they re-read
+        for waiter in self._finish_waiters:
+            if ended is None or waiter.ids & ended:
+                waiter.wake()
+
+    def _wake_all_finish_waiters(self) -> None:
+        for waiter in self._finish_waiters:
+            waiter.wake()
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
+            self._wake_all_finish_waiters()
             self._cond.notify_all()
         self._stop.set()
         thread = self._thread
@@ -104,6 +208,8 @@ class Listener:
         conn: Conn | None = None
         delay = _RETRY_FIRST
         lost = False
+        done_on = False  # this connection LISTENs on the done channel
+        locked = False  # ... and holds the done key's shared advisory lock (queries.sql)
         try:
             while not self._stop.is_set():
                 if conn is None:
@@ -121,24 +227,59 @@ class Listener:
                         with self._cond:
                             self._generation += 1
                             self._missed = True
+                            self._wake_all_finish_waiters()  # finishes may have been missed
                             self._cond.notify_all()
                 try:
+                    done_on, locked = self._sync_done(conn, done_on, locked)
                     # Each notification is filed the moment it arrives (the generator yields as
-                    # they come); the timeout only bounds how long close() waits for us.
-                    for note in conn.notifies(timeout=_TICK):
+                    # they come); the timeout only bounds how long close() waits for us (and,
+                    # while the done key is not ours yet, when we try it again).
+                    tick = _TICK if locked or not done_on else _LOCK_RETRY
+                    for note in conn.notifies(timeout=tick):
                         with self._cond:
-                            self._stash.add(note.payload)
+                            if note.channel == self._connector.done_channel:
+                                self._finished(note.payload)
+                            elif note.payload:  # '' is a waiter's poke (see module doc)
+                                self._stash.add(note.payload)
                             self._cond.notify_all()
+                        if self._want_done() != done_on:
+                            break
                 except psycopg.Error as exc:
                     if not self._stop.is_set():
                         log.warning("listening connection lost (%s); reconnecting", one_line(exc))
                     _close(conn)
                     conn = None
                     lost = True
+                    done_on = locked = False
+                    self._done_ready.clear()
         finally:
             self._first_attempt.set()
             if conn is not None:
                 _close(conn)
+
+    def _sync_done(self, conn: Conn, done_on: bool, locked: bool) -> tuple[bool, bool]:
+        """LISTEN on the done channel and hold the done key's shared lock while finish waiters
+        want it; give both up after. Ready (waiters may trust the channel) once both are held.
+        The lock is only tried (a finish holds the key exclusively for milliseconds): this
+        thread never blocks on it, so queue wake-ups keep flowing."""
+        want = self._want_done()
+        channel = sql.Identifier(self._connector.done_channel)
+        key = self._connector.done_key
+        if want and not done_on:
+            conn.execute(sql.SQL("LISTEN {}").format(channel))
+            done_on = True
+        if want and not locked:
+            row = conn.execute(TEMPLATES["done_key_share"], {"key": key}).fetchone()
+            locked = bool(row and row[0])
+            if locked:
+                self._done_ready.set()
+        if not want and done_on:
+            self._done_ready.clear()
+            if locked:
+                conn.execute(TEMPLATES["done_key_unshare"], {"key": key})
+            conn.execute(sql.SQL("UNLISTEN {}").format(channel))
+            done_on = locked = False
+        return done_on, locked
 
     def _open(self) -> Conn | None:
         """A new listening connection, or None while the server cannot be reached."""

@@ -57,7 +57,7 @@ class Pool:
                     raise StoreUnavailable("the store is closed")
                 while self._idle:
                     conn = self._idle.pop()  # most recently used: warm, least likely dead
-                    if _alive(conn):
+                    if alive(conn):
                         return conn
                     self._discard(conn)
                 if self._size < self.max_size:
@@ -117,7 +117,7 @@ class Pool:
             pass
 
 
-def _alive(conn: Conn) -> bool:
+def alive(conn: Conn | psycopg.AsyncConnection[Any]) -> bool:
     """Liveness without a round trip: an idle connection has nothing to read, so a readable
     socket means the server said goodbye (terminated backend, restart) or closed it."""
     if conn.closed or conn.broken:
@@ -129,4 +129,4 @@ def _alive(conn: Conn) -> bool:
     return not readable
 
 
-__all__ = ["Conn", "Pool"]
+__all__ = ["Conn", "Pool", "alive"]

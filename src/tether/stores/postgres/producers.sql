@@ -107,6 +107,7 @@ ORDER BY x.ord
 -- pending -> cancelled at once; running -> cancel_requested (its holder learns at the next
 -- heartbeat). RETURNING reads the new status, which tells the two apart. When no live row
 -- matched, the second branch tells "finished" (exists, terminal) from "not found" (no row).
+-- A job cancelled here is terminal: its id goes to wait_for_finish's channel (%(done)s).
 WITH clock AS (
     SELECT coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) AS ts
 ), changed AS (
@@ -117,8 +118,10 @@ WITH clock AS (
     FROM clock c
     WHERE j.id = %(id)s AND j.status IN ('pending', 'running')
     RETURNING CASE WHEN j.status = 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result
+), ended AS (
+    SELECT count(pg_notify(%(done)s, %(id)s::text)) AS n FROM changed WHERE result = 'cancelled'
 )
-SELECT result FROM changed
+SELECT result FROM changed CROSS JOIN ended
 UNION ALL
 SELECT 'finished' FROM {schema}.jobs WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM changed)
 

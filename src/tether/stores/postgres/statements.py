@@ -14,7 +14,7 @@ from psycopg import sql
 from tether.stores import queries as named
 
 PACKAGE = "tether.stores.postgres"
-FILES = ("queries.sql", "producers.sql", "admin.sql", "ops.sql")
+FILES = ("queries.sql", "producers.sql", "admin.sql", "ops.sql", "aio.sql", "schedules.sql")
 
 
 def _load() -> dict[str, str]:

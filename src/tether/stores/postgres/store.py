@@ -54,10 +54,13 @@ from tether.stores.base import (
 from tether.stores.postgres import migrate as migrations
 from tether.stores.postgres import statements
 from tether.stores.postgres.admin import REQUEST_TTL, Admin
+from tether.stores.postgres.aio import AsyncMixin
 from tether.stores.postgres.connect import Conn
+from tether.stores.postgres.enqueue_call import enqueue_call, ids_of
 from tether.stores.postgres.listen import Listener
 from tether.stores.postgres.ops import OpsMixin
 from tether.stores.postgres.plumbing import race
+from tether.stores.postgres.schedules import SchedulesMixin
 from tether.stores.urls import redact
 from tether.text import clean_error
 
@@ -68,7 +71,7 @@ _REASON = {"error": "error", "dead": "error", "released": "released",
            "cancelled": "cancelled", "done": "done", "stalled": "stalled"}
 
 
-class PostgresStore(OpsMixin, Admin):
+class PostgresStore(SchedulesMixin, AsyncMixin, OpsMixin, Admin):
     """``postgresql://user@host:5432/db?schema=tether``. Thread-safe (a small pool).
 
     Options: ``min_size``/``max_size`` (pool, default 1/4), ``timeout`` (seconds to wait for a
@@ -98,6 +101,7 @@ class PostgresStore(OpsMixin, Admin):
         if self._closed:
             return
         self._closed = True
+        self._close_aio()
         self._listener.close()
         self._connector.close()
 
@@ -133,50 +137,14 @@ class PostgresStore(OpsMixin, Admin):
         request_id: str | None = None,
         conn: Conn | None = None,
     ) -> list[int]:
-        limits.check_jobs(jobs)
-        if request_id is not None:
-            limits.check_text(request_id, "request_id", limit=limits.MAX_NAME)
-        if not jobs:
+        call = enqueue_call(jobs, now=now, channel=self.channel, request_id=request_id)
+        if call is None:
             return []
-        base: dict[str, Any] = {"now": now, "channel": self.channel, "request_id": request_id}
-        if len(jobs) == 1 and jobs[0].unique_key is None:
-            job = jobs[0]
-            params = {**base, "task": job.task, "payload": job.payload, "queue": job.queue,
-                      "priority": job.priority, "run_at": job.run_at,
-                      "delay": float(job.delay), "max_attempts": job.max_attempts,
-                      "max_stalls": job.max_stalls}
-            return [int(row[0]) for row in self._retrying("enqueue_one", params, conn, race)]
-        # Repeated unique_keys within the batch fold onto their first occurrence here, so the
-        # statement's ON CONFLICT never meets the same key twice.
-        first: dict[str, int] = {}
-        sent: list[NewJob] = []
-        slot: list[int] = []
-        for job in jobs:
-            if job.unique_key is not None and job.unique_key in first:
-                slot.append(first[job.unique_key])
-                continue
-            if job.unique_key is not None:
-                first[job.unique_key] = len(sent)
-            slot.append(len(sent))
-            sent.append(job)
-        params = {
-            **base,
-            "tasks": [j.task for j in sent],
-            "payloads": [j.payload for j in sent],
-            "queues": [j.queue for j in sent],
-            "priorities": [j.priority for j in sent],
-            "run_ats": [j.run_at for j in sent],
-            "delays": [float(j.delay) for j in sent],
-            "max_attempts": [j.max_attempts for j in sent],
-            "max_stalls": [j.max_stalls for j in sent],
-            "unique_keys": [j.unique_key for j in sent],
-        }
-        ids = [int(row[0]) for row in self._retrying("enqueue", params, conn, race)]
-        return [ids[i] for i in slot]
+        return ids_of(call, self._retrying(call.name, call.params, conn, race))
 
     def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
         limits.check_job_id(job_id)
-        row = self._one("cancel", {"id": job_id, "now": now})
+        row = self._one("cancel", {"id": job_id, "now": now, "done": self.done_channel})
         if row is None:
             raise JobNotFound(job_id)
         return cast(CancelResult, row[0])
@@ -275,7 +243,8 @@ class PostgresStore(OpsMixin, Admin):
         ])
         # ids as an array literal built from ints: no per-element work in psycopg's dumper.
         ids_literal = "{" + ",".join(str(o.lease.job_id) for o in ordered) + "}"
-        params = {"now": now, "batch": batch_json, "ids": ids_literal}
+        params = {"now": now, "batch": batch_json, "ids": ids_literal, "done": self.done_channel,
+                  "done_key": self.done_key, "gate": conn is None}
         accepted = _leases(self._rows("finish", params, conn))
         missed = [o for o in ordered if o.lease not in accepted]
         if missed:  # a lost lease, or a replay of an outcome whose reply was lost
@@ -305,7 +274,7 @@ class PostgresStore(OpsMixin, Admin):
         if limit <= 0:
             return []
         params = {"grace": stall_grace, "now": now, "limit": limit, "error": REAPED_ERROR,
-                  "channel": self.channel}
+                  "channel": self.channel, "done": self.done_channel}
         return [
             Reaped(int(i), int(a), str(o), cast(JobStatus, s), int(n))
             for i, a, o, s, n in self._rows("reap_expired", params)

@@ -44,8 +44,12 @@ local function release_unique(id, ukey)
   end
 end
 
+-- Ids this script made terminal, announced once at its end (see announce).
+local ENDED = {}
+
 -- Move a pending or running job to a terminal status at now.
 local function terminate(id, q, old, new, now, now_s, ukey)
+  ENDED[#ENDED + 1] = id
   move_idx(id, q, old, new)
   redis.call('ZADD', P .. ':finished:' .. new, now, id)
   redis.call('HSET', jk(id), 'status', new, 'finished_at', now_s)
@@ -136,4 +140,98 @@ local function wake(queues)
   local names = {}
   for q in pairs(queues) do names[#names + 1] = q end
   if #names > 0 then redis.call('PUBLISH', P .. ':wake', table.concat(names, '\n')) end
+end
+
+-- Completion notification for wait_for_finish: ONE publish per script on P:done, carrying the
+-- comma-separated ids that became terminal (nothing when none did). Pub/sub is fire and
+-- forget, so a waiter reads its jobs after subscribing and before it sleeps.
+local function announce()
+  if #ENDED > 0 then redis.call('PUBLISH', P .. ':done', table.concat(ENDED, ',')) end
+end
+
+-- Enqueue (enqueue.lua, schedule_tick.lua): a batch of jobs given as 10 ARGV fields each from
+-- index `first` on: task, payload, queue, priority, run_at|'', delay, max_attempts, max_stalls,
+-- has_unique, key. One definition, so a scheduled job keeps every enqueue rule.
+-- All or nothing: Redis never rolls a script back, so a job that fails half-way would leave
+-- the jobs before it (and its own hash) behind. enqueue_check therefore checks every job of
+-- the batch BEFORE the first write (the store checked them with tether.limits already; this is
+-- the last line, for values only Lua sees: numbers it cannot parse, nan, inf).
+local ENQ_N = 10
+local MAX_INT32, MAX_EPOCH, MAX_DELAY = 2147483647, 253402300799, 3155760000
+
+local function finite(x, low, high) return x ~= nil and x == x and x >= low and x <= high end
+local function whole(x, low, high) return finite(x, low, high) and math.floor(x) == x end
+
+-- nil when the batch is fine, else an error reply naming the first bad field.
+local function enqueue_check(first)
+  if (#ARGV - first + 1) % ENQ_N ~= 0 then
+    return redis.error_reply('ERR enqueue: bad argument count')
+  end
+  local n = 0
+  for i = first, #ARGV, ENQ_N do
+    n = n + 1
+    local bad = nil
+    if ARGV[i] == '' then bad = 'task name'
+    elseif ARGV[i + 2] == '' then bad = 'queue'
+    elseif not whole(tonumber(ARGV[i + 3]), -MAX_INT32 - 1, MAX_INT32) then bad = 'priority'
+    elseif ARGV[i + 4] ~= '' and not finite(tonumber(ARGV[i + 4]), 0, MAX_EPOCH) then bad = 'run_at'
+    elseif not finite(tonumber(ARGV[i + 5]), 0, MAX_DELAY) then bad = 'delay'
+    elseif not whole(tonumber(ARGV[i + 6]), 1, MAX_INT32) then bad = 'max_attempts'
+    elseif not whole(tonumber(ARGV[i + 7]), 1, MAX_INT32) then bad = 'max_stalls'
+    elseif ARGV[i + 8] == '1' and ARGV[i + 9] == '' then bad = 'unique_key'
+    end
+    if bad then
+      return redis.error_reply('ERR enqueue refused, nothing written: job ' .. (n - 1)
+        .. ' of the batch: bad ' .. bad)
+    end
+  end
+  return nil
+end
+
+-- Insert the (checked) batch; a unique_key hit yields the live holder's id (first occurrence in
+-- the batch wins because the key is recorded as soon as its job is inserted). Returns the ids
+-- in input order and the set of queues to wake.
+local function enqueue_insert(first, now, now_s)
+  local out, woken = {}, {}
+  for i = first, #ARGV, ENQ_N do
+    local task, payload, q, prio = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local ukey = nil
+    if ARGV[i + 8] == '1' then ukey = ARGV[i + 9] end
+    local existing = nil
+    if ukey then
+      existing = redis.call('HGET', P .. ':unique', ukey)
+      if existing then
+        local st = redis.call('HGET', jk(existing), 'status')
+        if st ~= 'pending' and st ~= 'running' then existing = nil end
+      end
+    end
+    if existing then
+      out[#out + 1] = tonumber(existing)
+    else
+      local id = redis.call('INCR', P .. ':ids')
+      local run_at, run_at_s
+      if ARGV[i + 4] ~= '' then
+        run_at, run_at_s = tonumber(ARGV[i + 4]), ARGV[i + 4]
+      else
+        run_at = now + tonumber(ARGV[i + 5])
+        run_at_s = fmt(run_at)
+      end
+      local k = jk(id)
+      redis.call('HSET', k, 'id', id, 'task', task, 'queue', q, 'payload', payload,
+        'status', 'pending', 'priority', prio, 'run_at', run_at_s, 'attempt', 0,
+        'max_attempts', ARGV[i + 6], 'failures', 0, 'stall_count', 0,
+        'max_stalls', ARGV[i + 7], 'interruptions', 0, 'created_at', now_s,
+        'cancel_requested', 0, 'errors', '[]')
+      if ukey then
+        redis.call('HSET', k, 'unique_key', ukey)
+        redis.call('HSET', P .. ':unique', ukey, id)
+      end
+      redis.call('SADD', P .. ':queues', q)
+      add_pending(id, q, prio, run_at)
+      move_idx(id, q, nil, 'pending')
+      woken[q] = true
+      out[#out + 1] = id
+    end
+  end
+  return out, woken
 end

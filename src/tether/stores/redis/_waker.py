@@ -14,6 +14,15 @@ publishes before the wait has registered. So every wake-up bumps a sequence numb
 it per queue; ``mark()`` (called just before a claim) returns the current number, and
 ``wait(..., since=mark)`` returns at once when a wake-up for its queues (or a (re)subscription,
 after which anything may have been missed) came after the mark.
+
+The same subscription listens on ``{p}:done`` for ``wait_for_finish`` (issue #12): finish,
+cancel and reap publish the comma-separated ids they ended there. Only while someone waits
+(and :data:`DONE_LINGER` seconds after): every finish of the fleet publishes there, and a
+worker that never waits for results must not receive them all. A finish waiter registers its
+ids and a callback (an Event's ``set``, or an event loop's ``call_soon_threadsafe``), reads
+its jobs' status, and if the channel is not subscribed yet pokes the thread (an empty message
+on the wake channel, so it need not wait for its read timeout), waits for the subscription and
+reads again. The callback runs when a message names one of its ids, or on any loss.
 """
 
 from __future__ import annotations
@@ -21,21 +30,30 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import redis
 
+from tether import clock
+
 _POLL = 0.2  # how often the listener looks at the stop flag while idle
+#: Seconds the done channel stays subscribed after its last finish waiter left.
+DONE_LINGER = 60.0
 
 
 class Waker:
     def __init__(
-        self, client: redis.Redis, channel: str, on_reconnect: Callable[[], None] | None = None
+        self, client: redis.Redis, channel: str, on_reconnect: Callable[[], None] | None = None,
+        done_channel: str | None = None,
     ) -> None:
         self._client = client
         self._on_reconnect = on_reconnect  # told when the subscription came back after a loss
         self._channel = channel
+        self._done_channel = done_channel
+        self._finish_waiters: dict[int, tuple[frozenset[int], Callable[[], None]]] = {}
+        self._done_keep_until = 0.0  # monotonic: stay subscribed to the done channel until then
+        self._done_ready = threading.Event()  # subscribed to the done channel now
         self._lock = threading.Lock()
         self._waiters: dict[int, tuple[frozenset[str], threading.Event]] = {}
         self._ids = itertools.count()
@@ -78,7 +96,48 @@ class Waker:
             with self._lock:
                 self._waiters.pop(key, None)
 
+    # -- finish waiters ------------------------------------------------------------------------
+    def ready(self) -> bool:
+        """Subscribed now (registering a finish waiter will not miss what follows)."""
+        return self._ready.is_set()
+
+    def subscribe_wait(self, timeout: float) -> bool:
+        """Start the listener and block up to ``timeout`` for its subscription."""
+        self._start()
+        return self._ready.wait(max(0.0, timeout))
+
+    def add_finish_waiter(self, ids: Collection[int], callback: Callable[[], None]) -> int:
+        """Register before reading the jobs' status; ``callback`` runs on the listener's
+        thread. Returns a key for :meth:`remove_finish_waiter`."""
+        key = next(self._ids)
+        with self._lock:
+            self._finish_waiters[key] = (frozenset(ids), callback)
+        return key
+
+    def remove_finish_waiter(self, key: int) -> None:
+        with self._lock:
+            self._finish_waiters.pop(key, None)
+            self._done_keep_until = clock.monotonic() + DONE_LINGER
+
+    def done_ready(self) -> bool:
+        return self._done_ready.is_set()
+
+    def wait_done_ready(self, timeout: float) -> bool:
+        return self._done_ready.wait(max(0.0, timeout))
+
+    def _want_done(self) -> bool:
+        with self._lock:
+            return bool(self._finish_waiters) or clock.monotonic() < self._done_keep_until
+
+    def _finished(self, ended: frozenset[int] | None) -> None:
+        with self._lock:
+            woken = [cb for ids, cb in self._finish_waiters.values()
+                     if ended is None or ids & ended]
+        for callback in woken:
+            callback()
+
     def close(self) -> None:
+        self._finished(None)
         self._stop.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
@@ -97,9 +156,17 @@ class Waker:
         backoff = 0.05
         while not self._stop.is_set():
             pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
+            done_on = False
             try:
                 pubsub.subscribe(self._channel)
                 while not self._stop.is_set():
+                    if self._done_channel and self._want_done() != done_on:
+                        done_on = not done_on
+                        if done_on:
+                            pubsub.subscribe(self._done_channel)
+                        else:
+                            self._done_ready.clear()
+                            pubsub.unsubscribe(self._done_channel)
                     message = pubsub.get_message(timeout=_POLL)
                     if message is not None:
                         self._handle(message)
@@ -108,6 +175,7 @@ class Waker:
                 # Connection trouble (or anything else): wake every waiter (it will poll),
                 # then resubscribe; capped at 1 s so wake-ups resume soon after an outage.
                 self._ready.clear()
+                self._done_ready.clear()
                 self._wake(None)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 1.0)
@@ -120,7 +188,14 @@ class Waker:
 
     def _handle(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
-        if kind == "subscribe":
+        channel = message.get("channel")
+        if isinstance(channel, bytes):
+            channel = channel.decode("utf-8", "replace")
+        if kind == "message" and channel == self._done_channel:
+            self._finished(_ids(message.get("data")))
+        elif kind == "subscribe" and channel != self._channel:
+            self._done_ready.set()  # the done channel's; the wake channel's is the one below
+        elif kind == "subscribe":
             if self._subscribed_before:
                 self._wake(None)  # (re)connected: whatever was published meanwhile is lost
                 if self._on_reconnect is not None:
@@ -133,7 +208,8 @@ class Waker:
             data = message.get("data")
             if isinstance(data, bytes):
                 data = data.decode("utf-8", "replace")
-            self._wake(frozenset(str(data).split("\n")))
+            if data:  # '' is a finish waiter's poke (see the module doc)
+                self._wake(frozenset(str(data).split("\n")))
 
     def _bump(self, queues: frozenset[str] | None) -> None:
         with self._lock:
@@ -145,8 +221,20 @@ class Waker:
                     self._last[q] = self._seq
 
     def _wake(self, queues: frozenset[str] | None) -> None:
+        if queues is None:
+            self._finished(None)  # a (re)subscription or loss: finishes may have been missed
         self._bump(queues)
         with self._lock:
             for wanted, event in self._waiters.values():
                 if queues is None or not wanted or wanted & queues:
                     event.set()
+
+
+def _ids(data: Any) -> frozenset[int] | None:
+    """The ids of a done message; None ("any") when it cannot be read."""
+    if isinstance(data, bytes):
+        data = data.decode("utf-8", "replace")
+    try:
+        return frozenset(int(part) for part in str(data).split(",") if part)
+    except ValueError:
+        return None

@@ -5,6 +5,7 @@
 -- terminal -> untouched.
 -- Replays: the answer is recorded under P:req:cancel:<rid>, so a repeat whose first reply was
 -- lost says "cancelled" again rather than "finished".
+-- A job cancelled here is published on P:done (announce, _lib.lua).
 -- ARGV: P, now|'', rid|'', rid_ttl_ms, id
 -- Returns 0 unknown id, 1 cancelled, 2 requested, 3 already finished.
 local now, now_s = clock(ARGV[2])
@@ -25,4 +26,5 @@ elseif v[1] == 'running' then
   code = 2
 end
 if code ~= 0 then req_put('cancel', rid, code, rid_ttl) end
+announce()
 return code

@@ -65,5 +65,8 @@ for n = 1, math.min(limit, #cands) do
   out[#out + 1] = redis.call('HGETALL', k)
   ids[#ids + 1] = c[3]
 end
-req_put('claim', nonce, join_ids(ids), rec_ttl)
+-- Only a claim that granted something is recorded: a replay of an empty claim may claim
+-- afresh (the contract; nothing was orphaned). Idle workers claim empty on every wake-up and
+-- poll, and each record was a key with a TTL (>= 60 s) that nobody would ever read.
+if #ids > 0 then req_put('claim', nonce, join_ids(ids), rec_ttl) end
 return out

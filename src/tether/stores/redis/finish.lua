@@ -19,6 +19,7 @@
 -- ARGV: P, now|'', then per outcome 11 fields:
 --   id, attempt, owner, token, kind, has_result, result, has_error, error, reason|'',
 --   retry_delay
+-- The ids that ended (done, failed, cancelled) are published on P:done (announce, _lib.lua).
 -- Returns the 1-based positions of rejected outcomes.
 local now, now_s = clock(ARGV[2])
 local rejected, woken = {}, {}
@@ -97,4 +98,5 @@ for i = 3, #ARGV, 11 do
   end
 end
 wake(woken)
+announce()
 return rejected

@@ -13,6 +13,7 @@ from tether import limits
 from tether.stores.base import Job, JobFilter, JobStatus, Leadership
 from tether.stores.opsargs import check_purge, check_search
 from tether.stores.redis import _codec as codec
+from tether.stores.redis._calls import script_text
 from tether.stores.redis._conn import io
 
 PURGE_BATCH = 500
@@ -27,11 +28,9 @@ class OpsMixin:
         return ":".join((self.prefix, *parts))
 
     def _ops(self, name: str, *args: str) -> Any:
-        from tether.stores.redis.store import _script_text
-
         scripts: dict[str, Any] = self.__dict__.setdefault("_ops_scripts", {})
         if name not in scripts:
-            scripts[name] = self._client.register_script(_script_text(name))
+            scripts[name] = self._client.register_script(script_text(name))
         with io():
             return scripts[name](args=[self.prefix, *args])
 

@@ -44,6 +44,10 @@ written outside ``P:``::
     P:leader:{name}               hash     holder, term, expires_at
     P:leader_term:{name}          string   INCR counter: the term survives expiry/release
     P:wake                        channel  pub/sub wake-ups: newline-separated queue names
+    P:done                        channel  ids that became terminal, comma-separated (finish,
+                                           cancel, reap publish; wait_for_finish listens)
+    P:schedule:{name}             hash     last_tick, last_job_id, updated_at (schedules.py)
+    P:schedules                   set      every schedule name with a recorded tick
 
 The scripts build key names from the prefix instead of declaring them in KEYS, so this store
 needs a standalone Redis (or a single-shard deployment), not Redis Cluster.
@@ -54,12 +58,10 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Sequence
-from functools import cache
 from typing import Any, cast
 
 from tether import limits
 from tether.errors import JobNotFound, SchemaError, StoreError, StoreUnavailable
-from tether.stores import queries
 from tether.stores.base import (
     REAPED_ERROR,
     CancelResult,
@@ -76,11 +78,16 @@ from tether.stores.base import (
 )
 from tether.stores.redis import _codec as codec
 from tether.stores.redis import _url
+from tether.stores.redis._calls import CANCEL as _CANCEL
+from tether.stores.redis._calls import request as _request
+from tether.stores.redis._calls import script_text as _script_text
 from tether.stores.redis._conn import connect, io
 from tether.stores.redis._inspection import Inspection
 from tether.stores.redis._waker import Waker
 from tether.stores.redis._watch import ServerWatch
+from tether.stores.redis.aio import AsyncMixin
 from tether.stores.redis.ops import OpsMixin
+from tether.stores.redis.schedules import SchedulesMixin
 
 SCHEMA_VERSION = 1
 DEFAULT_PREFIX = _url.DEFAULT_PREFIX
@@ -90,32 +97,12 @@ _SCRIPTS = (
     "worker_register", "worker_unregister", "list_jobs", "counts", "observe",
 )  # fmt: skip
 _KINDS = frozenset({"done", "error", "dead", "cancelled", "released", "stalled"})
-_CANCEL: dict[int, CancelResult] = {1: "cancelled", 2: "requested", 3: "finished"}
-#: How long request records live (ms). A caller's own request id is honoured for 24 h (the
-#: contract); an id the store draws itself only has to outlive redis-py's immediate retry of
-#: the same call (seconds), so it costs little memory on busy servers.
-CALLER_REQUEST_TTL_MS = 24 * 3600 * 1000
-OWN_REQUEST_TTL_MS = 60 * 1000
 #: A claim's record lives at least this long, and at least two lease TTLs (a replay after the
 #: leases expired finds nothing running under them anyway).
 MIN_CLAIM_RECORD_MS = 60 * 1000
 
 
-@cache
-def _script_text(name: str) -> str:
-    pkg = "tether.stores.redis"
-    return queries.read(pkg, "_lib.lua") + "\n" + queries.read(pkg, f"{name}.lua")
-
-
-def _request(request_id: str | None) -> tuple[str, str]:
-    """(request id, its record TTL in ms): the caller's, else a fresh one of our own."""
-    if request_id is None:
-        return secrets.token_hex(16), str(OWN_REQUEST_TTL_MS)
-    limits.check_text(request_id, "request_id", limit=limits.MAX_NAME)
-    return request_id, str(CALLER_REQUEST_TTL_MS)
-
-
-class RedisStore(Inspection, OpsMixin):
+class RedisStore(SchedulesMixin, AsyncMixin, Inspection, OpsMixin):
     """A tether store on a standalone Redis >= 5 (or Valkey); see the module docstring."""
 
     kind = "redis"
@@ -125,10 +112,12 @@ class RedisStore(Inspection, OpsMixin):
         self.prefix = checked.prefix
         self._url = checked.shown
         self._client = connect(checked.client_url, options)
+        self._client_url, self._options = checked.client_url, options  # the async producer's
         self._scripts = {n: self._client.register_script(_script_text(n)) for n in _SCRIPTS}
         self._watch = ServerWatch(f"{self._url} prefix {self.prefix!r}")
         # A lost subscription means the server went away: look for a restart at once after.
-        self._waker = Waker(self._client, f"{self.prefix}:wake", self._watch.soon)
+        self._waker = Waker(self._client, f"{self.prefix}:wake", self._watch.soon,
+                            done_channel=f"{self.prefix}:done")
         self._marks = threading.local()  # per thread: wake-up mark taken before its claim
 
     @property
@@ -193,6 +182,7 @@ class RedisStore(Inspection, OpsMixin):
             )
 
     def close(self) -> None:
+        self._close_aio()
         self._waker.close()
         self._client.close()
 

@@ -12,7 +12,7 @@ from tether.stores import queries
 from tether.stores.base import Job, Lease, Outcome
 from tether.text import clean_optional
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 Q = queries.load("tether.stores.sqlite", "queries.sql")
 #: The schema steps by version: version 1 is schema.sql, every later one schema_vN.sql.
 SCHEMA_STEPS: dict[int, dict[str, str]] = {

@@ -15,7 +15,8 @@ from tether.stores.base import StoreInfo
 from tether.stores.sqlite._db import Connections, guarded
 from tether.stores.sqlite._rows import SCHEMA_STEPS, SCHEMA_VERSION, Q, store_now
 
-_TABLES = frozenset({"jobs", "workers", "leaders", "schema_version", "requests"})
+_TABLES = frozenset({"jobs", "workers", "leaders", "schema_version", "requests",
+                     "schedules"})
 
 
 class SchemaMixin:

@@ -14,7 +14,8 @@ SELECT (julianday('now') - 2440587.5) * 86400.0
 -- name: schema_tables
 -- Which of tether's tables exist; check_schema compares against the full set.
 SELECT name FROM sqlite_master
-WHERE type = 'table' AND name IN ('jobs', 'workers', 'leaders', 'schema_version', 'requests')
+WHERE type = 'table' AND name IN ('jobs', 'workers', 'leaders', 'schema_version', 'requests',
+               'schedules')
 
 -- name: schema_version_exists
 -- migrate reads the version first (inside its write lock) to pick the steps; a fresh file has

@@ -58,9 +58,11 @@ from tether.stores.base import (
     RetryResult,
 )
 from tether.stores.sqlite._admin import AdminMixin
+from tether.stores.sqlite._aio import AsyncMixin
 from tether.stores.sqlite._db import Connections, guarded
 from tether.stores.sqlite._ops import OpsMixin
 from tether.stores.sqlite._rows import SCHEMA_VERSION, FinishPlan, Q, job_from_row, store_now
+from tether.stores.sqlite._schedules import SchedulesMixin
 from tether.stores.sqlite._schema import SchemaMixin
 from tether.stores.sqlite._url import parse_url
 
@@ -72,7 +74,7 @@ def _request_id(value: str | None) -> str | None:
     return None if value is None else check_text(value, "request_id", limit=_MAX_REQUEST_ID)
 
 
-class SQLiteStore(SchemaMixin, AdminMixin, OpsMixin):
+class SQLiteStore(SchedulesMixin, AsyncMixin, SchemaMixin, AdminMixin, OpsMixin):
     """SQLite implementation of :class:`tether.stores.base.Store`. Thread- and fork-safe.
 
     ``busy_timeout``: how long a write waits for another process's write lock before it
@@ -91,12 +93,14 @@ class SQLiteStore(SchemaMixin, AdminMixin, OpsMixin):
         self._wake = threading.Condition()
         self._wake_gen = 0
         self._seen = threading.local()
+        self._aio_init()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.url!r})"
 
     # -- lifecycle (migrate, check_schema, info: SchemaMixin) --------------------------------
     def close(self) -> None:
+        self._close_aio()
         self._db.close()
         self.notify(())
 
@@ -167,11 +171,15 @@ class SQLiteStore(SchemaMixin, AdminMixin, OpsMixin):
         with self._db.write() as conn:
             t = store_now(conn, now)
             row = conn.execute(Q["cancel"], {"id": job_id, "now": t}).fetchone()
-            if row is not None:
-                return "cancelled" if row[0] == "cancelled" else "requested"
-            if conn.execute(Q["job_exists"], {"id": job_id}).fetchone() is None:
-                raise JobNotFound(job_id)
+            exists = row is not None or conn.execute(Q["job_exists"], {"id": job_id}).fetchone()
+        if not exists:
+            raise JobNotFound(job_id)
+        if row is None:
             return "finished"
+        if row[0] == "cancelled":
+            self._announce_finished()
+            return "cancelled"
+        return "requested"
 
     @guarded
     def retry_failed(
@@ -279,6 +287,8 @@ class SQLiteStore(SchemaMixin, AdminMixin, OpsMixin):
             replayed = {(row[0], row[1], row[2], row[3]) for row in rows}
         if accepted and any(o.kind in ("error", "released", "stalled") for o in outcomes):
             self.notify(())
+        if accepted:
+            self._announce_finished()
         return plan.rejected(accepted, replayed)
 
     def _fenced_set(self, name: str, lease: Lease, value: str) -> bool:
@@ -318,6 +328,8 @@ class SQLiteStore(SchemaMixin, AdminMixin, OpsMixin):
         reaped.sort(key=lambda r: r.job_id)
         if any(r.status == "pending" for r in reaped):
             self.notify(())
+        if any(r.status != "pending" for r in reaped):
+            self._announce_finished()
         return reaped
 
     @guarded

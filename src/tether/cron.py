@@ -1,0 +1,188 @@
+"""Five-field cron expressions in a time zone, and when they fire (issue #12). No dependencies.
+
+Syntax: ``minute hour day-of-month month day-of-week``, each field ``*``, a number, a range
+``a-b``, a step ``*/n`` or ``a-b/n`` or ``a/n`` (from ``a`` to the field's end), or a comma list
+of those. Months and days of the week take names (``jan``..``dec``, ``sun``..``sat``, any case);
+day-of-week 0 and 7 are both Sunday. When both day fields are restricted, a day matches when
+*either* does (as in every cron since Vixie's). Aliases: ``@yearly`` (``@annually``),
+``@monthly``, ``@weekly``, ``@daily`` (``@midnight``), ``@hourly``.
+
+Invariant (the DST rule): a schedule fires at most once per *instant*, and never silently loses
+a wall-clock time:
+
+* a local time that does not exist (the hour skipped when clocks go forward) fires once, at the
+  first instant after the gap (02:30 on a night that jumps from 02:00 to 03:00 fires at 03:00;
+  every time inside the gap, and 03:00 itself, are that one instant, so it fires once);
+* a local time that exists twice (the hour repeated when clocks go back) fires once, at its
+  first occurrence; the repeated hour's second pass fires nothing.
+
+Ticks are the epoch seconds of those instants, so every process computes the same float for
+the same tick (the store dedups on it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta, tzinfo
+
+#: How far ahead a match is searched for; an expression with none (``0 0 30 2 *``) is refused.
+SEARCH_YEARS = 8
+ALIASES = {
+    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_MONTHS = {n: i + 1 for i, n in enumerate(
+    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])}
+_DAYS = {n: i for i, n in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
+_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (  # name, low, high, names
+    ("minute", 0, 59, {}), ("hour", 0, 23, {}), ("day of month", 1, 31, {}),
+    ("month", 1, 12, _MONTHS), ("day of week", 0, 7, _DAYS),
+)
+_PART = re.compile(r"^(\*|[a-z0-9]+)(?:-([a-z0-9]+))?(?:/(\d+))?$")
+_MINUTE = timedelta(minutes=1)
+
+
+class CronError(ValueError):
+    """A cron expression tether cannot use; the message names the field."""
+
+
+def _value(text: str, field: str, low: int, high: int, names: dict[str, int]) -> int:
+    if text in names:
+        return names[text]
+    if not text.isdigit():
+        raise CronError(f"cron {field}: {text!r} is not a number"
+                        + (f" or a name ({', '.join(names)})" if names else ""))
+    value = int(text)
+    if not low <= value <= high:
+        raise CronError(f"cron {field}: {value} is outside {low}-{high}")
+    return value
+
+
+def _field(text: str, field: str, low: int, high: int, names: dict[str, int]) -> frozenset[int]:
+    values: set[int] = set()
+    for part in text.split(","):
+        match = _PART.match(part)
+        if match is None:
+            raise CronError(f"cron {field}: cannot read {part!r}")
+        start_s, end_s, step_s = match.groups()
+        step = int(step_s) if step_s else 1
+        if step < 1:
+            raise CronError(f"cron {field}: step must be >= 1 in {part!r}")
+        if start_s == "*":
+            if end_s is not None:
+                raise CronError(f"cron {field}: cannot read {part!r}")
+            start, end = low, high
+        else:
+            start = _value(start_s, field, low, high, names)
+            end = _value(end_s, field, low, high, names) if end_s else (
+                high if step_s else start)
+            if end < start:
+                raise CronError(f"cron {field}: range {part!r} runs backwards")
+        values.update(range(start, end + 1, step))
+    return frozenset(values)
+
+
+@dataclass(frozen=True)
+class Cron:
+    """A parsed expression; :meth:`next_after` gives the next tick in a zone."""
+
+    text: str
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    days: frozenset[int]
+    months: frozenset[int]
+    weekdays: frozenset[int]  # 0 = Sunday
+    any_day: bool  # day of month is *
+    any_weekday: bool  # day of week is *
+
+    @classmethod
+    def parse(cls, text: str) -> Cron:
+        if not isinstance(text, str):
+            raise CronError(f"cron must be a string, got {type(text).__name__}")
+        spec = " ".join(text.lower().split())
+        if spec.startswith("@"):
+            if spec not in ALIASES:
+                raise CronError(f"unknown cron alias {text!r}; known: {', '.join(ALIASES)}")
+            spec = ALIASES[spec]
+        parts = spec.split(" ")
+        if len(parts) != 5:
+            raise CronError(f"cron {text!r} must have 5 fields (minute hour day-of-month "
+                            f"month day-of-week), it has {len(parts)}")
+        sets = [_field(p, *f) for p, f in zip(parts, _FIELDS, strict=True)]
+        weekdays = frozenset(d % 7 for d in sets[4])
+        made = cls(text, sets[0], sets[1], sets[2], sets[3], weekdays,
+                   parts[2] == "*", parts[4] == "*")
+        start = datetime(2000, 1, 1)
+        if made._next_local(start) is None:
+            raise CronError(f"cron {text!r} never fires (no matching day within "
+                            f"{SEARCH_YEARS} years)")
+        return made
+
+    def _day_matches(self, day: date) -> bool:
+        if day.month not in self.months:
+            return False
+        dom = day.day in self.days
+        dow = (day.isoweekday() % 7) in self.weekdays
+        if self.any_day and self.any_weekday:
+            return True
+        if self.any_day:
+            return dow
+        if self.any_weekday:
+            return dom
+        return dom or dow
+
+    def _next_local(self, start: datetime) -> datetime | None:
+        """The first matching naive wall-clock minute >= ``start`` (a whole minute)."""
+        day = start.date()
+        last = day + timedelta(days=366 * SEARCH_YEARS)
+        first_day = True
+        while day <= last:
+            if self._day_matches(day):
+                for hour in sorted(self.hours):
+                    if first_day and hour < start.hour:
+                        continue
+                    for minute in sorted(self.minutes):
+                        if first_day and hour == start.hour and minute < start.minute:
+                            continue
+                        return datetime(day.year, day.month, day.day, hour, minute)
+            day += timedelta(days=1)
+            first_day = False
+        return None
+
+    def next_after(self, t: float, tz: tzinfo) -> float:
+        """The first tick strictly after epoch ``t`` in zone ``tz`` (see the DST rule)."""
+        local = datetime.fromtimestamp(t, tz).replace(tzinfo=None)
+        start = local.replace(second=0, microsecond=0) + _MINUTE
+        while True:
+            found = self._next_local(start)
+            if found is None:
+                raise CronError(f"cron {self.text!r} never fires after {local}")
+            tick = instant(found, tz)
+            if tick > t:
+                return tick
+            start = found + _MINUTE  # the second pass of a repeated hour: fires nothing
+
+
+def _exists(naive: datetime, tz: tzinfo) -> bool:
+    aware = naive.replace(tzinfo=tz)
+    back = datetime.fromtimestamp(aware.timestamp(), tz).replace(tzinfo=None)
+    return back == naive
+
+
+def instant(naive: datetime, tz: tzinfo) -> float:
+    """Epoch seconds of a wall-clock time in ``tz``: its first occurrence when it is repeated
+    (``fold=0``), the end of the gap when it was skipped (the first existing minute after it;
+    zones change offsets on whole minutes)."""
+    if tz is UTC:
+        return naive.replace(tzinfo=tz).timestamp()
+    probe = naive
+    for _ in range(24 * 60):
+        if _exists(probe, tz):
+            return probe.replace(tzinfo=tz, fold=0).timestamp()
+        probe += _MINUTE
+    raise CronError(f"no valid local time after {naive} in {tz}")  # pragma: no cover
+
+
+__all__ = ["ALIASES", "Cron", "CronError", "instant"]

@@ -1,0 +1,26 @@
+-- schedule_tick(name, tick, job|none): record the tick of a periodic schedule and enqueue its
+-- job, in this ONE script (Redis runs scripts one at a time: atomic), iff no tick >= it is
+-- recorded. A second leader, a paused one waking late, or redis-py replaying the script after
+-- a lost reply finds the tick taken and writes nothing, so a (schedule, tick) gets one job.
+-- The job goes through enqueue_check / enqueue_insert (_lib.lua): enqueue's own rules.
+-- Keys: P:schedule:<name> hash {last_tick (the caller's text: exact), last_job_id,
+-- updated_at}, P:schedules set of names.
+-- ARGV: P, now|'', name, tick, then 0 or 10 job fields (see enqueue_check).
+-- Returns the job id, or -1 when the tick was taken already / a skip was recorded.
+local now, now_s = clock(ARGV[2])
+local name, tick = ARGV[3], ARGV[4]
+local has_job = #ARGV > 4
+if has_job then
+  local bad = enqueue_check(5)
+  if bad then return bad end
+end
+local k = P .. ':schedule:' .. name
+local last = redis.call('HGET', k, 'last_tick')
+if last and tonumber(last) >= tonumber(tick) then return -1 end
+redis.call('SADD', P .. ':schedules', name)
+redis.call('HSET', k, 'last_tick', tick, 'updated_at', now_s)
+if not has_job then return -1 end
+local out, woken = enqueue_insert(5, now, now_s)
+redis.call('HSET', k, 'last_job_id', out[1])
+wake(woken)
+return out[1]

@@ -1,0 +1,218 @@
+"""The codec: rich Python values cross the store as plain JSON and come back typed, decoded by
+the handler's annotations in the worker (threads, asyncio, process pool) and by its return
+annotation in ``get_job``; a custom codec plugs in; bad input is one TypeError at enqueue."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from typing import Any, Optional
+from uuid import UUID
+
+import pytest
+
+import tether
+from tests.api.typed_tasks import (
+    Colour,
+    Customer,
+    Invoice,
+    Point,
+    Receipt,
+    expected_receipt,
+    register,
+    sample,
+)
+from tests.worker.helpers import running, wait_until
+from tether.codec import JSONCodec
+
+pytestmark = pytest.mark.timeout(60)
+MakeApp = Callable[..., tether.App]
+WHEN = datetime(2026, 11, 24, 8, 0, tzinfo=UTC)
+
+
+def finished(app: tether.App, *ids: int) -> list[tether.Job]:
+    wait_until(lambda: all(app.get_job(i).finished for i in ids), 30, "the jobs to finish")
+    return [app.get_job(i) for i in ids]
+
+
+@pytest.mark.parametrize(("value", "type_"), [
+    (datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC), datetime),
+    (date(2026, 1, 2), date),
+    (UUID(int=7), UUID),
+    (Decimal("1.10"), Decimal),
+    (timedelta(minutes=3), timedelta),
+    (Colour.BLUE, Colour),
+    (Point(1, 2, "p"), Point),
+    ([Point(1, 2)], list[Point]),
+    ({"a": Decimal("1")}, dict[str, Decimal]),
+    ((1, "x"), tuple[int, str]),
+    ({1, 2}, set[int]),
+    (None, Optional[datetime]),  # noqa: UP045 - the typing spelling must work too
+    (UUID(int=1), UUID | None),
+    (sample()[1], Customer),
+    (sample()[0], Invoice),
+    (expected_receipt(), Receipt),
+])
+def test_the_default_codec_round_trips_through_json_text(value: Any, type_: Any) -> None:
+    codec = JSONCodec()
+    text = json.dumps(codec.encode(value))  # plain JSON, nothing else
+    assert codec.decode(json.loads(text), type_) == value
+    # the one-pass writer the enqueue path uses says exactly the same
+    assert json.loads(codec.dumps(value)) == json.loads(text)
+
+
+def test_without_a_type_values_stay_plain_json() -> None:
+    codec = JSONCodec()
+    plain = codec.encode({"at": WHEN, "id": UUID(int=3), "n": Decimal("2.5")})
+    assert plain == {"at": "2026-11-24T08:00:00+00:00",
+                     "id": "00000000-0000-0000-0000-000000000003", "n": "2.5"}
+    assert codec.decode(plain, Any) == plain
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (datetime(2026, 1, 1), "naive datetime 2026-01-01T00:00:00 has no timezone"),
+    (object(), "cannot carry a builtins.object"),
+    (b"bytes", "cannot carry a builtins.bytes"),
+    ({(1, 2): "x"}, "keys must be str, int, float, bool or None"),
+    (float("nan"), "JSON-serializable"),
+])
+def test_what_the_codec_cannot_carry_is_one_type_error_and_nothing_is_enqueued(
+    make_app: MakeApp, value: Any, message: str,
+) -> None:
+    app = make_app()
+    register(app)
+    when = app.tasks["typed.when"]
+    with pytest.raises(TypeError, match=r"arguments of typed\.when must be JSON-serializable") \
+            as caught:
+        when.enqueue(value)
+    assert message in str(caught.value)
+    with pytest.raises(TypeError, match="JSON-serializable"):
+        when.enqueue_many([((WHEN,), {}), ((value,), {})])  # the whole batch, not half
+    assert app.store.list_jobs() == []
+
+
+def test_typed_arguments_and_results_cross_the_thread_pool(make_app: MakeApp) -> None:
+    app = make_app()
+    register(app)
+    invoice, customer = sample()
+    settle, shift = app.tasks["typed.settle"], app.tasks["typed.shift"]
+    a = settle.enqueue(invoice, customer, Decimal("0.01"), when=WHEN, first=date(2026, 1, 1))
+    b = shift.enqueue(WHEN, timedelta(hours=2))
+    with running(app, concurrency=2):
+        done_a, done_b = finished(app, a, b)
+    assert done_a.status == "done", done_a.last_error
+    assert done_a.result == expected_receipt()
+    assert done_a.args == [invoice, customer, Decimal("0.01")]
+    assert done_a.kwargs == {"when": WHEN, "first": date(2026, 1, 1)}
+    assert (done_b.status, done_b.result) == ("done", WHEN + timedelta(hours=2))
+
+
+def test_typed_arguments_and_results_cross_the_process_pool(make_app: MakeApp) -> None:
+    app = make_app()
+    register(app)
+    invoice, customer = sample()
+    a = app.tasks["typed.settle"].enqueue(invoice, customer, Decimal("0.01"), when=WHEN)
+    b = app.tasks["typed.shift"].enqueue(WHEN, timedelta(hours=2))
+    with running(app, concurrency=1, pool="process", app_spec="tests.api.typed_tasks:app"):
+        done_a, done_b = finished(app, a, b)
+    assert done_a.status == "done", done_a.last_error
+    assert done_a.result == expected_receipt()
+    assert done_b.result == WHEN + timedelta(hours=2)
+
+
+def test_unannotated_handlers_get_plain_json(make_app: MakeApp) -> None:
+    app = make_app()
+    register(app)
+    job_id = app.tasks["typed.plain"].enqueue(WHEN, other=UUID(int=5))
+    with running(app, concurrency=1):
+        [job] = finished(app, job_id)
+    assert job.result == {"value": WHEN.isoformat(), "kind": "str",
+                          "other": "00000000-0000-0000-0000-000000000005"}
+
+
+def test_stored_arguments_the_annotations_refuse_are_bad_arguments(make_app: MakeApp) -> None:
+    """A producer that does not import the task (enqueue by name) sent a value the annotation
+    cannot take: the job is dead-lettered at once, never retried."""
+    app = make_app()
+    register(app)
+    job_id = app.enqueue("typed.when", "not a date")
+    with running(app, concurrency=1):
+        [job] = finished(app, job_id)
+    assert (job.status, job.failure_reason, job.attempt) == ("failed", "bad_arguments", 1)
+    assert "do not decode as its annotations say (at)" in (job.last_error or "")
+
+
+class ComplexCodec:
+    """A custom codec: complex numbers as [re, im]; everything else as the default does."""
+
+    def __init__(self) -> None:
+        self.default = JSONCodec()
+        self.encoded: list[Any] = []
+
+    def encode(self, value: Any) -> Any:
+        self.encoded.append(value)
+        if isinstance(value, complex):
+            return [value.real, value.imag]
+        if isinstance(value, list):
+            return [self.encode(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.encode(v) for k, v in value.items()}
+        return self.default.encode(value)
+
+    def decode(self, value: Any, type_: Any) -> Any:
+        if type_ is complex:
+            return complex(*value)
+        return self.default.decode(value, type_)
+
+
+def test_a_custom_codec_carries_what_the_default_cannot(make_app: MakeApp) -> None:
+    codec = ComplexCodec()
+    app = make_app(codec=codec)
+    assert app.codec is codec
+
+    @app.task(max_attempts=1)
+    def square(z: complex) -> complex:
+        assert type(z) is complex
+        return z * z
+
+    with pytest.raises(TypeError, match=r"cannot carry a builtins\.object"):
+        square.enqueue(object())  # type: ignore[arg-type]
+    job_id = square.enqueue(1 + 2j)
+    record = app.store.get_job(job_id)
+    assert record is not None and json.loads(record.payload) == [[[1.0, 2.0]], {}]
+    with running(app, concurrency=1):
+        [job] = finished(app, job_id)
+    assert (job.status, job.result, job.args) == ("done", -3 + 4j, [1 + 2j])
+    assert -3 + 4j in codec.encoded, "the worker encoded the result with the app's codec"
+    with pytest.raises(tether.ConfigError, match="codec must have encode"):
+        tether.App(app.url, codec=object())  # type: ignore[arg-type]
+
+
+def test_checkpoint_and_progress_go_through_the_codec(make_app: MakeApp) -> None:
+    app = make_app()
+
+    refused: list[str] = []
+
+    @app.task(max_attempts=2, retry=tether.Backoff(base=0.01, factor=1, max=0.01, jitter=0))
+    def resumable() -> str:
+        ctx = tether.current_job()
+        if ctx.checkpoint is None:
+            try:
+                ctx.save_checkpoint(datetime(2026, 1, 1))  # naive: refused, nothing written
+            except TypeError as exc:
+                refused.append(str(exc))
+            ctx.save_checkpoint({"at": WHEN, "id": UUID(int=9)})
+            ctx.set_progress(Decimal("0.5"))
+            raise RuntimeError("crash after checkpoint")
+        return str(ctx.checkpoint["at"])
+
+    job_id = resumable.enqueue()
+    with running(app, concurrency=1):
+        [job] = finished(app, job_id)
+    assert (job.status, job.result) == ("done", WHEN.isoformat())
+    assert job.checkpoint == {"at": WHEN.isoformat(), "id": str(UUID(int=9))}
+    assert job.progress == "0.5"
+    assert len(refused) == 1 and "checkpoint must be JSON-serializable" in refused[0]
+    assert "naive datetime" in refused[0]

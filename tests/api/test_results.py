@@ -1,0 +1,147 @@
+"""Waiting for results: ``app.wait`` and ``await app.await_result`` return the decoded result,
+raise JobFailed / JobWasCancelled with the job's view, and TimeoutError after the timeout; they
+are woken by the store's completion notification, not a busy poll."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+import tether
+from tests.worker.helpers import running
+
+pytestmark = pytest.mark.timeout(60)
+MakeApp = Callable[..., tether.App]
+
+
+def tasks(app: tether.App) -> tuple[Any, Any, Any]:
+    release = threading.Event()
+
+    @app.task
+    def later(at: datetime, days: int) -> datetime:
+        return at + timedelta(days=days)
+
+    @app.task(max_attempts=1)
+    def broken(why: str) -> None:
+        raise ValueError(f"broken: {why}")
+
+    @app.task
+    def held() -> str:
+        release.wait(20)
+        return "released"
+
+    held.release = release  # type: ignore[attr-defined]
+    return later, broken, held
+
+
+def test_wait_returns_the_decoded_result(make_app: MakeApp) -> None:
+    app = make_app()
+    later, _, _ = tasks(app)
+    at = datetime(2026, 11, 23, tzinfo=UTC)
+    job_id = later.enqueue(at, 2)
+    with running(app, concurrency=1):
+        result = app.wait(job_id, timeout=20)
+    assert result == at + timedelta(days=2) and type(result) is datetime
+    assert app.wait(job_id) == result, "a finished job answers at once"
+    assert app.wait(int(job_id), timeout=0) == result, "a plain int id works too"
+
+
+def test_a_dead_lettered_job_raises_job_failed_with_its_view(make_app: MakeApp) -> None:
+    app = make_app()
+    _, broken, _ = tasks(app)
+    job_id = broken.enqueue("on purpose")
+    with running(app, concurrency=1), pytest.raises(tether.JobFailed) as caught:
+        app.wait(job_id, timeout=20)
+    failed = caught.value
+    assert not isinstance(failed, tether.JobWasCancelled)
+    assert failed.reason == "error" and failed.job.status == "failed"
+    assert failed.job.id == job_id and isinstance(failed.job, tether.Job)
+    assert (failed.last_error or "").startswith("ValueError: broken: on purpose")
+    assert str(failed).startswith(f"job {job_id} ")
+    assert "ValueError: broken: on purpose" in str(failed)
+
+
+def test_a_cancelled_job_raises_job_was_cancelled(make_app: MakeApp) -> None:
+    app = make_app()
+    later, _, _ = tasks(app)
+    job_id = later.enqueue(datetime(2026, 1, 1, tzinfo=UTC), 1)
+    assert app.cancel(job_id) == "cancelled"
+    with pytest.raises(tether.JobWasCancelled) as caught:
+        app.wait(job_id, timeout=5)
+    assert isinstance(caught.value, tether.JobFailed) and caught.value.job.status == "cancelled"
+    assert "was cancelled" in str(caught.value)
+
+
+def test_timeout_and_unknown_ids(make_app: MakeApp) -> None:
+    app = make_app()
+    later, _, _ = tasks(app)
+    job_id = later.enqueue(datetime(2026, 1, 1, tzinfo=UTC), 1)  # no worker runs it
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=f"job {job_id} did not finish within 0.3s"):
+        app.wait(job_id, timeout=0.3)
+    assert 0.3 <= time.monotonic() - start < 1.5
+    with pytest.raises(tether.JobNotFound):
+        app.wait(job_id + 1000, timeout=1)
+    with pytest.raises(ValueError, match="timeout"):
+        app.wait(job_id, timeout=-1)
+
+
+def test_a_waiter_is_woken_by_the_finish_not_by_its_next_poll(make_app: MakeApp) -> None:
+    """The job finishes while the waiter sleeps in ``wait_for_finish``: it returns well
+    within the waiter's re-read interval (1 s), because the store woke it."""
+    app = make_app()
+    _, _, held = tasks(app)
+    job_id = held.enqueue()
+    with running(app, concurrency=1):
+        from tests.worker.helpers import wait_until
+
+        wait_until(lambda: app.get_job(job_id).status == "running", 10, "the job to start")
+        got: list[tuple[float, str]] = []
+        waiter = threading.Thread(target=lambda: got.append(
+            (time.monotonic(), app.wait(job_id, timeout=20))))
+        waiter.start()
+        time.sleep(0.3)  # let the waiter block in wait_for_finish
+        released = time.monotonic()
+        held.release.set()
+        waiter.join(20)
+    assert got and got[0][1] == "released"
+    assert got[0][0] - released < 0.6, f"woke {got[0][0] - released:.2f}s after the finish"
+
+
+def test_await_result_under_an_event_loop(make_app: MakeApp) -> None:
+    app = make_app()
+    later, broken, _ = tasks(app)
+    at = datetime(2026, 11, 23, tzinfo=UTC)
+
+    async def main() -> None:
+        good = await later.aenqueue(at, 3)
+        bad = await broken.aenqueue("async")
+        assert await app.await_result(good, timeout=20) == at + timedelta(days=3)
+        with pytest.raises(tether.JobFailed, match="broken: async"):
+            await app.await_result(bad, timeout=20)
+        pending = await later.aenqueue(at, 1)
+        await app.acancel(pending)
+        # the worker may have claimed it first: cancelled either way, or run to the end
+        try:
+            await app.await_result(pending, timeout=20)
+        except tether.JobWasCancelled as exc:
+            assert exc.job.status == "cancelled"
+        with pytest.raises(tether.JobNotFound):
+            await app.await_result(10_000, timeout=1)
+
+    with running(app, concurrency=1):
+        asyncio.run(main())
+
+    async def times_out() -> None:
+        never = await later.aenqueue(at, 1)
+        with pytest.raises(TimeoutError):
+            await app.await_result(never, timeout=0.2)
+        await app.aclose()
+
+    asyncio.run(times_out())

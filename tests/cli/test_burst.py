@@ -1,0 +1,128 @@
+"""``tether worker MODULE:APP --burst``: a real worker process that runs what is due and exits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import tether
+from tests.servers import isolated_url
+
+APP = '''
+import tether
+
+app = tether.App()
+
+
+@app.task(name="burst.add")
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@app.task(name="burst.fan")
+def fan(n: int) -> int:
+    for i in range(n):
+        add.enqueue(i, 100)
+    return n
+
+
+@app.task(name="burst.boom", max_attempts=1)
+def boom() -> None:
+    raise ValueError("boom")
+
+
+@app.task(name="burst.later", retry=tether.Backoff(base=600))
+def later() -> None:
+    raise ValueError("again in ten minutes")
+'''
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with isolated_url(request.param, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def producer(url: str, tmp_path: Path) -> Iterator[tether.App]:
+    (tmp_path / "burst_app.py").write_text(APP)
+    app = tether.App(url)
+    yield app
+    app.close()
+
+
+def burst(tmp_path: Path, url: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tether", "worker", "burst_app:app", "--url", url, "--burst",
+         *extra], cwd=tmp_path, capture_output=True, text=True, timeout=90, check=False,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+
+
+def test_burst_runs_every_due_job_then_exits_0(
+    producer: tether.App, url: str, tmp_path: Path
+) -> None:
+    first = producer.enqueue("burst.add", 1, 2)
+    producer.enqueue("burst.fan", 5)
+    delayed = producer.enqueue("burst.add", 0, 0, delay=3600)
+    done = burst(tmp_path, url, "-c", "4")
+    assert done.returncode == 0, done.stderr
+    jobs = producer.store.list_jobs(limit=100)
+    assert len(jobs) == 8, "the fan's five children ran in the same burst"
+    assert {j.status for j in jobs if j.id != delayed} == {"done"}, (
+        [(j.id, j.task, j.status, j.run_at, j.last_error) for j in jobs], done.stderr)
+    assert producer.get_job(first).result_value == 3
+    assert producer.get_job(delayed).status == "pending", "not due: left alone"
+    assert "burst done: ran 7 job(s) (7 done); 1 pending job(s) left" in done.stderr
+    assert producer.store.list_workers() == [], "it unregistered"
+
+
+def test_an_empty_queue_exits_0_at_once(producer: tether.App, url: str, tmp_path: Path) -> None:
+    producer.store.check_schema()
+    done = burst(tmp_path, url)
+    assert done.returncode == 0, done.stderr
+    assert "ran 0 job(s)" in done.stderr
+
+
+def test_failed_jobs_exit_0_unless_strict(producer: tether.App, url: str, tmp_path: Path) -> None:
+    producer.enqueue("burst.boom", max_attempts=1)
+    retrying = producer.enqueue("burst.later")
+    done = burst(tmp_path, url)
+    assert done.returncode == 0, done.stderr
+    assert "1 failed" in done.stderr and "1 pending" in done.stderr
+    assert producer.get_job(retrying).status == "pending"
+    producer.enqueue("burst.boom", max_attempts=1)
+    strict = burst(tmp_path, url, "--strict")
+    assert strict.returncode == 1, strict.stderr
+    assert "1 job(s) failed (--strict)" in strict.stderr
+    producer.enqueue("burst.add", 1, 1)
+    fine = burst(tmp_path, url, "--strict")
+    assert fine.returncode == 0, "--strict counts only the jobs this burst ran"
+
+
+def test_strict_without_burst_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "burst_app.py").write_text(APP)
+    done = subprocess.run(
+        [sys.executable, "-m", "tether", "worker", "burst_app:app", "--url",
+         f"sqlite:///{tmp_path / 'x.db'}", "--strict"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "--strict only applies with --burst" in done.stderr
+
+
+def test_burst_with_the_process_pool(tmp_path: Path) -> None:
+    with isolated_url("sqlite", tmp_path) as url:
+        (tmp_path / "burst_app.py").write_text(APP)
+        producer = tether.App(url)
+        try:
+            ids = [producer.enqueue("burst.add", i, 1) for i in range(4)]
+            done = burst(tmp_path, url, "--pool", "process", "-c", "2")
+            assert done.returncode == 0, done.stderr
+            assert [producer.get_job(i).result for i in ids] == [1, 2, 3, 4]
+            assert "ran 4 job(s) (4 done)" in done.stderr
+        finally:
+            producer.close()

@@ -1,0 +1,72 @@
+"""tether.contrib.fastapi in-process (FastAPI's TestClient runs the lifespan): the App is
+opened at start-up and closed at shutdown, an inner lifespan's state is kept, and a route
+asking for the App without the lifespan gets a clear error."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi import FastAPI, Request
+
+import tether
+from tether.contrib.fastapi import TetherApp, lifespan
+
+with warnings.catch_warnings():  # starlette's notice about httpx2, at import
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient
+
+
+def _app(tmp_path: Path) -> tuple[tether.App, Any]:
+    app = tether.App(f"sqlite:///{tmp_path / 'q.db'}")
+
+    @app.task
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    return app, add
+
+
+def test_lifespan_opens_and_closes_the_app_and_keeps_the_inner_state(tmp_path: Path) -> None:
+    app, add = _app(tmp_path)
+    order: list[str] = []
+
+    @asynccontextmanager
+    async def mine(api: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        order.append("inner start")
+        # the App is already open here: start-up code may enqueue
+        await add.aenqueue(0, 0)
+        yield {"greeting": "hi"}
+        order.append("inner stop")
+
+    api = FastAPI(lifespan=lifespan(app, mine))
+
+    @api.post("/add")
+    async def route(x: int, y: int, request: Request, t: TetherApp) -> dict[str, Any]:
+        assert t is app and request.state.tether is app
+        return {"job": await add.aenqueue(x, y), "greeting": request.state.greeting}
+
+    with TestClient(api) as client:
+        assert app._store is not None  # opened by the lifespan, before any request
+        body = client.post("/add", params={"x": 2, "y": 3}).json()
+        assert body["greeting"] == "hi"
+        job = app.get_job(body["job"])
+        assert (job.task, job.args, job.status) == (add.name, [2, 3], "pending")
+    assert order == ["inner start", "inner stop"]
+    assert app._store is None  # closed at shutdown
+    assert not hasattr(api.state, "tether")
+
+
+def test_the_dependency_without_the_lifespan_says_what_to_do(tmp_path: Path) -> None:
+    api = FastAPI()
+
+    @api.get("/")
+    async def route(t: TetherApp) -> None:
+        return None
+
+    with TestClient(api) as client, pytest.raises(RuntimeError, match="lifespan"):
+        client.get("/")

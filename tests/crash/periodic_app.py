@@ -1,0 +1,42 @@
+"""The app of the periodic crash test (``tests.crash.periodic_app:app``): one ``every=1``
+schedule on an ordinary task, and the leadership events of every worker recorded to
+``events-<pid>.jsonl`` in ``TETHER_TEST_DIR`` (name, term, wall time), so the test can tell a
+missed tick that fell in a leader change from one that did not."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import tether
+from tether.events import Event
+
+app = tether.App(
+    lease_ttl=float(os.environ.get("TETHER_TEST_LEASE_TTL", "2.0")),
+    shutdown_timeout=float(os.environ.get("TETHER_TEST_SHUTDOWN_TIMEOUT", "10")),
+    poll_interval=0.2,
+)
+
+
+@app.periodic(every=1, name="crash.every_second")
+@app.task(name="crash.beat", queue="periodic")
+def beat() -> float:
+    at = tether.current_job().scheduled_at
+    return at.timestamp() if at is not None else -1.0
+
+
+def _record(event: Event) -> None:
+    line = json.dumps({"event": event.name, "pid": os.getpid(), "t": time.time(),
+                       **event.detail}) + "\n"
+    path = Path(os.environ.get("TETHER_TEST_DIR", ".")) / f"events-{os.getpid()}.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+for _name in ("leadership_acquired", "leadership_lost"):
+    app.on(_name, _record)

@@ -1,0 +1,68 @@
+"""Jobs sent ahead to a process-pool child, with real ``tether worker --pool process``
+subprocesses on every store: a child that crashes ends only the attempt it was running (a
+stall); the jobs waiting in it never ran and go back as released, not as stalls; a job waiting
+behind a slow handler goes back to the store and an idle worker runs it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.crash.conftest import MakeCluster
+from tests.crash.harness import Cluster, all_in, enqueue, get, result_of, wait_for
+from tests.crash.test_pool import POOL, exit_of, runs, started
+from tether.stores.base import Store
+
+
+@pytest.mark.crash
+@pytest.mark.timeout(60)
+def test_jobs_waiting_in_a_crashed_child_go_back_released_not_stalled(
+    make_cluster: MakeCluster, store_url: str, store: Store
+) -> None:
+    # A long lease: what comes back at once did not wait for the reaper. Queued before the
+    # worker starts, the three jobs come in one claim and go to its only child, unless it has
+    # crashed already when one is sent (that one then waits for the replacement).
+    cluster = make_cluster(store_url, lease_ttl=10.0)
+    [crasher] = enqueue(store, "crash.die", "exit")
+    waiting = enqueue(store, "crash.work", 0.0, n=2)
+    worker = cluster.spawn(1, *POOL)
+    cluster.wait_registered(store, worker)
+    wait_for(lambda: all_in(store, [crasher, *waiting], "done"), 30, "every job done")
+
+    gone = exit_of(cluster, crasher, 1)
+    assert gone["detail"]["why"] == "crashed"
+    released = sorted(k[0] for k in gone["detail"]["released"])
+    assert released and set(released) <= set(waiting), released
+    crashed = get(store, crasher)
+    assert (crashed.attempt, crashed.stall_count, crashed.failures, crashed.interruptions) == (
+        2, 1, 0, 0)
+    assert [e["reason"] for e in crashed.error_history] == ["stalled"]
+    for job_id in waiting:
+        job = get(store, job_id)
+        if job_id not in released:
+            assert (job.attempt, job.stall_count, job.interruptions) == (1, 0, 0)
+            continue
+        assert (job.attempt, job.stall_count, job.failures, job.interruptions) == (2, 0, 0, 1)
+        assert not runs(cluster, job_id, 1, "start"), "it never started in the crashed child"
+        assert result_of(job)["attempt"] == 2
+        assert (job.finished_at or 0.0) - job.created_at < cluster.lease_ttl / 2
+    assert worker.alive()
+
+
+@pytest.mark.crash
+@pytest.mark.timeout(60)
+def test_a_job_waiting_behind_a_slow_handler_goes_to_an_idle_worker(
+    cluster: Cluster, store: Store
+) -> None:
+    [slow] = enqueue(store, "crash.work", 8.0)
+    [quick] = enqueue(store, "crash.work", 0.0)
+    busy = cluster.spawn(1, *POOL)
+    cluster.wait_registered(store, busy)
+    started(cluster, slow, 1)
+    idle = cluster.spawn(1)
+    done = wait_for(lambda: all_in(store, [quick], "done"), 6, "the quick job, elsewhere")[0]
+    assert get(store, slow).status == "running", "it did not wait for the slow handler"
+    assert not runs(cluster, quick, 1, "start"), "it never started behind the slow one"
+    assert (done.attempt, done.stall_count, done.failures, done.interruptions) == (2, 0, 0, 1)
+    assert result_of(done)["pid"] == idle.pid
+    assert busy.alive()

@@ -1,0 +1,197 @@
+"""The scheduler duty against every store: one job per (schedule, tick) whoever schedules,
+catch-up policies, where a schedule starts, and a real worker running a schedule."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+import tether
+from tests.worker.helpers import running, wait_until
+from tether.config import make_settings
+from tether.context import current_job
+from tether.errors import StoreUnavailable
+from tether.events import Event, Events
+from tether.maintenance.maintainer import SCHEDULE_ELECTION, Maintainer
+from tether.maintenance.scheduler import MAX_CATCH_UP, ON_TIME, Scheduler
+from tether.periodic import CatchUp, Schedule, schedules_of, tick_of
+from tether.stores.base import Store
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+def app(store_url: str) -> Iterator[tether.App]:
+    made = tether.App(store_url, lease_ttl=3, poll_interval=0.1)
+    yield made
+    made.close()
+
+
+def every(app: tether.App, seconds: float, catch_up: CatchUp = "latest",
+          name: str = "beat") -> Schedule:
+    @app.task(name=f"task.{name}", queue=f"q.{name}")
+    def beat() -> None: ...
+
+    app.periodic(every=seconds, catch_up=catch_up, name=name)(beat)
+    return next(s for s in schedules_of(app) if s.name == name)
+
+
+def ticks_enqueued(store: Store, queue: str) -> list[float]:
+    found = [tick_of(j.payload) for j in store.list_jobs(queue=queue, limit=1000)]
+    assert None not in found
+    return sorted(t for t in found if t is not None)
+
+
+def scheduler(store: Store, app: tether.App, events: Events | None = None) -> Scheduler:
+    return Scheduler(store, schedules_of(app), events or Events(), "test-holder")
+
+
+def test_a_new_schedule_starts_at_its_next_tick(app: tether.App) -> None:
+    every(app, 10)
+    store = app.store
+    t0 = 1_800_000_003.0
+    wait = scheduler(store, app).run_once(now=t0)
+    assert wait == pytest.approx(7.0)  # the next multiple of 10
+    [state] = store.schedules()
+    assert (state.name, state.last_tick, state.last_job_id) == ("beat", t0, None)
+    assert ticks_enqueued(store, "q.beat") == []
+    assert scheduler(store, app).run_once(now=t0 + 6.9) == pytest.approx(0.1)
+    assert ticks_enqueued(store, "q.beat") == []
+    assert scheduler(store, app).run_once(now=t0 + 7) == pytest.approx(10.0)
+    assert ticks_enqueued(store, "q.beat") == [1_800_000_010.0]
+
+
+def test_every_tick_once_whoever_schedules_and_however_often(app: tether.App,
+                                                            open_another: Any) -> None:
+    every(app, 1)
+    stores = [app.store, open_another(), open_another()]
+    t0 = 1_800_000_000.0
+    scheduler(stores[0], app).run_once(now=t0)
+    for i in range(1, 21):
+        # Three leaders (a live one, a paused one waking late, a replay) each offer the ticks.
+        for s in stores:
+            scheduler(s, app).run_once(now=t0 + i)
+        scheduler(stores[1], app).run_once(now=t0 + i - 0.5)
+    assert ticks_enqueued(app.store, "q.beat") == [t0 + i for i in range(1, 21)]
+
+
+def test_concurrent_leaders_enqueue_each_tick_once(app: tether.App, open_another: Any) -> None:
+    every(app, 1)
+    stores = [open_another() for _ in range(3)]
+    t0 = 1_800_000_000.0
+    scheduler(app.store, app).run_once(now=t0)
+    errors: list[BaseException] = []
+
+    def lead(s: Store) -> None:
+        try:
+            for i in range(1, 16):
+                scheduler(s, app).run_once(now=t0 + i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=lead, args=(s,)) for s in stores]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert errors == []
+    assert ticks_enqueued(app.store, "q.beat") == [t0 + i for i in range(1, 16)]
+
+
+def test_catch_up_latest_enqueues_only_the_most_recent_missed_tick(app: tether.App) -> None:
+    every(app, 1)
+    events = Events()
+    skipped: list[Event] = []
+    enqueued: list[Event] = []
+    events.on("schedule_skipped", skipped.append)
+    events.on("schedule_enqueued", enqueued.append)
+    t0 = 1_800_000_000.0
+    s = scheduler(app.store, app, events)
+    s.run_once(now=t0)
+    s.run_once(now=t0 + 1)
+    s.run_once(now=t0 + 11.5)  # no leader for ten ticks
+    assert ticks_enqueued(app.store, "q.beat") == [t0 + 1, t0 + 11]
+    assert [e.detail["missed"] for e in skipped if e.detail["why"] != "start"] == [9]
+    assert [e.detail["tick"] for e in enqueued] == [t0 + 1, t0 + 11]
+    assert all(e.job_id for e in enqueued)
+
+
+def test_catch_up_all_enqueues_every_missed_tick_up_to_the_bound(app: tether.App) -> None:
+    every(app, 1, "all")
+    t0 = 1_800_000_000.0
+    s = scheduler(app.store, app)
+    s.run_once(now=t0)
+    s.run_once(now=t0 + 5)
+    assert ticks_enqueued(app.store, "q.beat") == [t0 + i for i in range(1, 6)]
+    s.run_once(now=t0 + 5 + MAX_CATCH_UP + 50)
+    got = ticks_enqueued(app.store, "q.beat")
+    assert len(got) == 5 + MAX_CATCH_UP
+    assert got[5:] == [t0 + 55 + i for i in range(1, MAX_CATCH_UP + 1)]
+
+
+def test_catch_up_none_skips_missed_ticks_and_runs_the_next_due_one(app: tether.App) -> None:
+    every(app, 10, "none")
+    t0 = 1_800_000_000.0
+    s = scheduler(app.store, app)
+    s.run_once(now=t0)
+    s.run_once(now=t0 + 10 + ON_TIME / 2)  # a little late: still due now
+    assert ticks_enqueued(app.store, "q.beat") == [t0 + 10]
+    s.run_once(now=t0 + 40 + ON_TIME + 1)  # 20, 30, 40 missed
+    assert ticks_enqueued(app.store, "q.beat") == [t0 + 10]
+    [state] = app.store.schedules()
+    assert state.last_tick == t0 + 40  # recorded as skipped: never enqueued later
+    s.run_once(now=t0 + 50)
+    assert ticks_enqueued(app.store, "q.beat") == [t0 + 10, t0 + 50]
+
+
+def test_a_store_error_does_not_end_the_duty(app: tether.App) -> None:
+    every(app, 1)
+
+    class Flaky:
+        def __init__(self, store: Store) -> None:
+            self.store, self.fail = store, 2
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.store, name)
+
+        def schedules(self) -> Any:
+            if self.fail:
+                self.fail -= 1
+                raise StoreUnavailable("down")
+            return self.store.schedules()
+
+    flaky = Flaky(app.store)
+    settings = make_settings(election=False, reaper_interval=0, prune_interval=0)
+    m = Maintainer(flaky, "h", settings, Events(), reap=False,  # type: ignore[arg-type]
+                   schedules=schedules_of(app))
+    [duty] = m.duties
+    assert (duty.name, duty.election) == ("schedule", SCHEDULE_ELECTION)
+    assert m._perform(duty) == 1.0 and duty.failures == 1
+    assert m._perform(duty) == 1.0 and duty.failures == 2
+    assert 0 <= m._perform(duty) <= 1.0 and duty.failures == 0
+    assert [s.name for s in app.store.schedules()] == ["beat"]
+
+
+def test_a_worker_runs_a_schedule_and_handlers_see_the_tick(
+        app: tether.App) -> None:
+    seen: list[datetime | None] = []
+
+    @app.periodic(every=0.2)
+    @app.task(queue="fast")
+    def fast() -> None:
+        seen.append(current_job().scheduled_at)
+
+    with running(app, queues=["fast"], concurrency=2) as worker:
+        assert worker.maintainer is not None
+        wait_until(lambda: len(seen) >= 4, timeout=30, what="4 scheduled runs")
+    ticks = sorted(t.timestamp() for t in seen if t is not None)
+    assert len(ticks) == len(seen) and len(set(ticks)) == len(ticks)
+    for t in ticks:
+        assert round(t / 0.2) * 0.2 == pytest.approx(t)
+    state = {s.name: s for s in app.store.schedules()}[fast.name]
+    assert state.last_job_id is not None
+

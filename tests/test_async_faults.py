@@ -1,0 +1,129 @@
+"""The async producer through network faults, on the real PostgreSQL and Redis servers behind
+the fault proxy (tests/faults.py): an outage is StoreUnavailable (never a raw driver error,
+never a hang), the producer works again once the server is back, and a call whose reply was
+lost, retried with the same request id, has the effect of one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from tests.contract.aioloop import run_unblocked
+from tests.faults import FaultProxy
+from tests.servers import isolated_url
+from tether.errors import StoreUnavailable
+from tether.stores import open_store
+from tether.stores.base import NewJob, Store
+
+T = TypeVar("T")
+pytestmark = pytest.mark.timeout(90)
+Proxied = tuple[Store, Store, FaultProxy]  # (through the proxy, direct, proxy)
+
+
+@pytest.fixture(params=["postgres", "redis"])
+def proxied(
+    request: pytest.FixtureRequest, tmp_path: Path, fault_proxy: Callable[[str], FaultProxy]
+) -> Iterator[Proxied]:
+    kind: str = request.param
+    with isolated_url(kind, tmp_path) as url:
+        direct = open_store(url)
+        direct.migrate()
+        proxy = fault_proxy(kind)
+        store = open_store(proxy.url(url))
+        try:
+            yield store, direct, proxy
+        finally:
+            store.close()
+            direct.close()
+
+
+async def _retrying(call: Callable[[], Awaitable[T]], within: float = 15.0) -> T:
+    """Call until it stops raising StoreUnavailable (as a producer with backoff would)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return await call()
+        except StoreUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
+def test_an_outage_is_store_unavailable_and_the_producer_recovers(proxied: Proxied) -> None:
+    store, direct, proxy = proxied
+    task = "outage-" + uuid.uuid4().hex[:8]
+
+    async def main() -> list[int]:
+        producer = store.async_producer()
+        try:
+            first = await producer.enqueue([NewJob(task)])
+            proxy.refuse(3.0)
+            started = time.monotonic()
+            with pytest.raises(StoreUnavailable):
+                await producer.enqueue([NewJob(task)])
+            with pytest.raises(StoreUnavailable):
+                await producer.get_job(first[0])
+            assert time.monotonic() - started < 15.0, "an outage must not hang the caller"
+            proxy.restore()
+            second = await _retrying(lambda: producer.enqueue([NewJob(task)]))
+            job = await _retrying(lambda: producer.get_job(second[0]))
+            assert job is not None and job.task == task
+            return first + second
+        finally:
+            await producer.aclose()
+
+    ids = run_unblocked(main)
+    assert sorted(j.id for j in direct.list_jobs(limit=100) if j.task == task) == sorted(ids)
+
+
+def test_a_lost_reply_retried_with_its_request_id_makes_one_job(proxied: Proxied) -> None:
+    store, direct, proxy = proxied
+    task = "lost-" + uuid.uuid4().hex[:8]
+    rid = uuid.uuid4().hex
+
+    async def main() -> list[int]:
+        producer = store.async_producer()
+        try:
+            await producer.enqueue([NewJob("warm-up")])  # connection open, scripts loaded
+            proxy.drop_next_reply(task.encode())
+            try:
+                ids = await producer.enqueue([NewJob(task)], request_id=rid)
+            except StoreUnavailable:
+                ids = await _retrying(lambda: producer.enqueue([NewJob(task)], request_id=rid))
+            assert not proxy.drop_pending and proxy.dropped == 1, "no reply was dropped"
+            again = await _retrying(lambda: producer.enqueue([NewJob(task)], request_id=rid))
+            assert again == ids
+            return ids
+        finally:
+            await producer.aclose()
+
+    ids = run_unblocked(main)
+    assert [j.id for j in direct.list_jobs(limit=100) if j.task == task] == ids
+
+
+def test_a_waiter_through_an_outage_is_woken_or_times_out(proxied: Proxied) -> None:
+    """A waiter whose notifications are cut gets a (spurious) wake-up once the listener is
+    back, or its timeout: never an exception, never a hang past its timeout."""
+    store, direct, proxy = proxied
+    job_id = direct.enqueue([NewJob("t")])[0]
+
+    async def main() -> float:
+        producer = store.async_producer()
+        try:
+            waiting = asyncio.create_task(producer.wait_for_finish([job_id], 8.0))
+            await asyncio.sleep(0.5)
+            proxy.refuse(1.0)
+            started = time.monotonic()
+            await asyncio.wait_for(waiting, 20.0)
+            return time.monotonic() - started
+        finally:
+            await producer.aclose()
+
+    assert run_unblocked(main) < 15.0

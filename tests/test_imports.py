@@ -1,0 +1,140 @@
+"""No import cycles in the tether package, lazy imports included.
+
+An import inside a function is still an import: it only hides a cycle until the function runs
+(and makes the first import of a module depend on which one a program happened to import
+first). The walk reads every module's imports (top level and inside functions; those under
+``if TYPE_CHECKING:`` are for the type checker only and never run) and fails on any cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tether"
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.AST, modules: dict[str, Path]) -> set[str]:
+    """The tether modules ``tree`` imports at run time."""
+    out: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_checking(child):
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                out.update(a.name for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                for alias in child.names:  # ``from tether import payload`` is a module
+                    full = f"{child.module}.{alias.name}"
+                    out.add(full if full in modules else child.module)
+            visit(child)
+
+    visit(tree)
+    return {m for m in out if m in modules}
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(ast.parse(path.read_text(encoding="utf-8")), modules)
+            for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (as a path) per strongly connected component of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph[v]:
+                found.append(_path(graph, set(component)))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return found
+
+
+def _path(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """A readable cycle inside ``component``: follow edges from its smallest name back home."""
+    start = min(component)
+    path, seen = [start], {start}
+    while True:
+        options = sorted(graph[path[-1]] & component)
+        if (start in options and len(path) > 1) or options == [start]:
+            return [*path, start]
+        nxt = next((o for o in options if o not in seen), start)
+        if nxt == start:
+            return [*path, start]
+        path.append(nxt)
+        seen.add(nxt)
+
+
+def test_the_walk_sees_imports_and_finds_a_cycle() -> None:
+    tree = ast.parse("from typing import TYPE_CHECKING\nimport tether.a\n"
+                     "if TYPE_CHECKING:\n    from tether.c import X\n"
+                     "def f():\n    from tether import b\n")
+    modules = dict.fromkeys(["tether.a", "tether.b", "tether.c"], Path())
+    assert _imports(tree, modules) == {"tether.a", "tether.b"}
+    assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles_in_tether() -> None:
+    graph = import_graph()
+    assert "tether.app" in graph and "tether.worker.worker" in graph["tether.app"]
+    found = cycles(graph)
+    assert found == [], "import cycles: " + "; ".join(" -> ".join(c) for c in found)
+
+
+@pytest.mark.parametrize("module", ["tether.task", "tether.worker.worker", "tether.app",
+                                    "tether.worker.child", "tether.jobview"])
+def test_each_entry_module_imports_first(module: str) -> None:
+    """Importing any of them first, in a fresh interpreter, works (no half-initialised
+    module met on the way)."""
+    result = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,173 @@
+"""``tether.testing.drain``: the real worker, in-process, until no job is due."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import tether
+from tests.servers import isolated_url
+from tests.testing.apps import Recorder, make_app
+from tether.errors import ConfigError
+from tether.testing import DrainFailed, drain
+
+Made = tuple[tether.App, dict[str, tether.Task], Recorder]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def made(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Made]:
+    with isolated_url(request.param, tmp_path) as url:
+        app, tasks, seen = make_app(url)
+        try:
+            yield app, tasks, seen
+        finally:
+            app.close()
+
+
+@pytest.fixture
+def on_memory(tmp_path: Path) -> Iterator[Made]:
+    with isolated_url("memory", tmp_path) as url:
+        app, tasks, seen = make_app(url)
+        yield app, tasks, seen
+        app.close()
+
+
+def test_drain_runs_jobs_and_the_jobs_they_enqueue(made: Made) -> None:
+    app, tasks, seen = made
+    first = tasks["add"].enqueue(1, 2)
+    fan = tasks["fan"].enqueue(3)
+    jobs = drain(app)
+    assert [j.task for j in jobs] == ["add", "fan", "add", "add", "add"], "claim order"
+    assert jobs[0].id == first and jobs[1].id == fan
+    assert all(j.status == "done" and j.attempt == 1 for j in jobs)
+    assert [j.result_value for j in jobs] == [3, 3, 1, 2, 3]
+    # the real claim path: each job was leased by a worker with a per-claim token
+    assert all(app.store.get_job(j.id).lease_token and j.started_at is not None  # type: ignore[union-attr]
+               for j in jobs)
+    assert [what for what, _ in seen.calls] == ["add", "fan", "add", "add", "add"]
+    assert drain(app) == [], "nothing due: returns at once"
+    assert app.store.list_workers() == [], "the worker unregistered"
+
+
+def test_drain_of_an_empty_store_returns_at_once(made: Made) -> None:
+    app, _, _ = made
+    started = time.monotonic()
+    assert drain(app) == []
+    assert time.monotonic() - started < 5
+
+
+def test_retries_in_back_off_are_fast_forwarded_on_memory(on_memory: Made) -> None:
+    app, tasks, seen = on_memory
+    job_id = tasks["flaky"].enqueue(3)  # Backoff(base=600): ten minutes, then twenty
+    started = time.monotonic()
+    [job] = drain(app)
+    assert time.monotonic() - started < 10, "the clock jumped; nobody slept"
+    assert (job.id, job.status, job.attempt, job.result_value) == (job_id, "done", 3, "ok")
+    assert [r["attempt"] for r in job.errors] == [1, 2]
+    assert seen.calls == [("flaky", 1), ("flaky", 2), ("flaky", 3)]
+
+
+def test_without_fast_forward_a_retry_in_back_off_is_left_pending(made: Made) -> None:
+    app, tasks, _ = made
+    job_id = tasks["flaky"].enqueue(3)
+    [job] = drain(app, fast_forward=False)
+    assert (job.id, job.status, job.attempt) == (job_id, "pending", 1)
+    assert "not yet" in (job.last_error or "")
+    again = tasks["flaky"].enqueue(3)
+    with pytest.raises(DrainFailed, match="not yet") as info:
+        drain(app, fast_forward=False, raise_on_failure=True)
+    assert [j.id for j in info.value.jobs] == [again], "a retry waiting after an error counts"
+
+
+
+def test_a_due_retry_runs_in_the_same_drain_and_failures_raise_when_asked(made: Made) -> None:
+    app, tasks, seen = made
+    job_id = tasks["boom"].enqueue()  # max_attempts=2, no back-off
+    with pytest.raises(DrainFailed, match="it went boom") as info:
+        drain(app, raise_on_failure=True)
+    [job] = info.value.jobs
+    assert (job.id, job.status, job.attempt, job.failure_reason) == (job_id, "failed", 2,
+                                                                      "error")
+    assert seen.calls == [("boom", 1), ("boom", 2)]
+    tasks["boom"].enqueue()
+    [again] = drain(app)
+    assert again.status == "failed", "without raise_on_failure the failed job is returned"
+
+
+def test_max_jobs_stops_after_that_many_claims(made: Made) -> None:
+    app, tasks, _ = made
+    ids = [tasks["add"].enqueue(i, 0) for i in range(5)]
+    jobs = drain(app, max_jobs=2)
+    assert [j.id for j in jobs] == ids[:2]
+    assert [app.get_job(i).status for i in ids] == ["done"] * 2 + ["pending"] * 3
+    assert [j.id for j in drain(app)] == ids[2:]
+
+
+def test_queues_limit_what_is_drained(made: Made) -> None:
+    app, tasks, _ = made
+    other = tasks["other"].enqueue()
+    mine = tasks["add"].enqueue(1, 1)
+    assert [j.id for j in drain(app, queues=["default"])] == [mine]
+    assert app.get_job(other).status == "pending"
+    assert [j.id for j in drain(app)] == [other], "by default every queue of the app's tasks"
+
+
+def test_concurrency_runs_jobs_side_by_side(made: Made) -> None:
+    app, tasks, _ = made
+    for _ in range(4):
+        tasks["slow"].enqueue(0.5)
+    started = time.monotonic()
+    jobs = drain(app, concurrency=4)
+    assert len(jobs) == 4 and all(j.status == "done" for j in jobs)
+    assert time.monotonic() - started < 1.9, "four half-second jobs at once"
+
+
+def test_a_timeout_stops_the_worker_and_raises(made: Made) -> None:
+    app, tasks, _ = made
+    job_id = tasks["slow"].enqueue(30)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=str(job_id)):
+        drain(app, timeout=0.5)
+    assert time.monotonic() - started < 10
+    job = app.get_job(job_id)
+    assert job.status == "pending" and job.interruptions == 1, "its lease was handed back"
+
+
+def test_a_private_memory_store_is_refused(tmp_path: Path) -> None:
+    app, tasks, _ = make_app("memory://")
+    tasks["add"].enqueue(1, 1)
+    with pytest.raises(ConfigError, match="memory://NAME"):
+        drain(app)
+
+
+def test_fast_forward_needs_a_memory_store(tmp_path: Path) -> None:
+    app, _, _ = make_app(f"sqlite:///{tmp_path / 'x.db'}")
+    try:
+        with pytest.raises(ConfigError, match="fast_forward"):
+            drain(app, fast_forward=True)
+    finally:
+        app.close()
+
+
+def test_wait_and_the_async_api_work_on_the_memory_store(on_memory: Made) -> None:
+    """app.wait is woken by the memory store's finish (no poll), and aenqueue goes through its
+    async producer, while drain runs the worker in another thread."""
+    import asyncio
+    import threading
+
+    app, tasks, _ = on_memory
+
+    async def produce() -> list[int]:
+        return [await tasks["add"].aenqueue(2, 3), await tasks["boom"].aenqueue()]
+
+    ok, bad = asyncio.run(produce())
+    worker = threading.Thread(target=drain, args=(app,), daemon=True)
+    worker.start()
+    assert app.wait(ok, timeout=20) == 5
+    with pytest.raises(tether.JobFailed, match="it went boom"):
+        app.wait(bad, timeout=20)
+    worker.join(20)
+    assert not worker.is_alive()
