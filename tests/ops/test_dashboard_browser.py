@@ -23,9 +23,9 @@ pytest.importorskip("selenium")
 pytest.importorskip("starlette")
 
 from selenium import webdriver
+from selenium.common.exceptions import WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.ops.conftest import Spawn
@@ -44,10 +44,22 @@ def free_port() -> int:
 
 
 def click(browser: Any, element: Any) -> None:
-    """Click a link or button and wait for the next page to replace this one."""
-    page = browser.find_element(By.TAG_NAME, "html")
+    """Click a link or button and wait for the next page to replace this one.
+
+    The old page is marked with a JavaScript global that a new document cannot have. Any driver
+    error while the browser is between documents is retried: chromedriver answers a command that
+    races a navigation with "unhandled inspector error" (a WebDriverException, not a stale
+    element), and waiting on ``staleness_of`` let that one escape and fail CI.
+    """
+    browser.execute_script("window.__tetherOldPage = true;")
     element.click()
-    WebDriverWait(browser, 20).until(expected_conditions.staleness_of(page))
+
+    def replaced(driver: Any) -> bool:
+        state = driver.execute_script(
+            "return [window.__tetherOldPage === true, document.readyState];")
+        return state[0] is False and state[1] == "complete"
+
+    WebDriverWait(browser, 20, ignored_exceptions=(WebDriverException,)).until(replaced)
 
 
 @pytest.fixture
