@@ -33,18 +33,23 @@ def test_jobs_waiting_in_a_crashed_child_go_back_released_not_stalled(
     assert gone["detail"]["why"] == "crashed"
     released = sorted(k[0] for k in gone["detail"]["released"])
     assert released and set(released) <= set(waiting), released
+    # Exactly one stall (the crash) and no failure. A job claimed ahead that cannot start within
+    # HAND_BACK_AFTER is handed back (an interruption, +1 attempt): on a loaded machine the
+    # replacement child may start that late, so interruptions beyond the release are allowed,
+    # and every attempt must be accounted for by a stall, a failure or an interruption.
     crashed = get(store, crasher)
-    assert (crashed.attempt, crashed.stall_count, crashed.failures, crashed.interruptions) == (
-        2, 1, 0, 0)
+    assert (crashed.stall_count, crashed.failures) == (1, 0)
+    assert crashed.attempt == 2 + crashed.interruptions
     assert [e["reason"] for e in crashed.error_history] == ["stalled"]
     for job_id in waiting:
         job = get(store, job_id)
+        assert (job.stall_count, job.failures) == (0, 0)
+        assert job.attempt == 1 + job.interruptions
         if job_id not in released:
-            assert (job.attempt, job.stall_count, job.interruptions) == (1, 0, 0)
             continue
-        assert (job.attempt, job.stall_count, job.failures, job.interruptions) == (2, 0, 0, 1)
+        assert job.interruptions >= 1, "released from the crashed child"
         assert not runs(cluster, job_id, 1, "start"), "it never started in the crashed child"
-        assert result_of(job)["attempt"] == 2
+        assert result_of(job)["attempt"] == job.attempt
         assert (job.finished_at or 0.0) - job.created_at < cluster.lease_ttl / 2
     assert worker.alive()
 
