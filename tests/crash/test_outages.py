@@ -56,6 +56,12 @@ def test_idle_and_busy_workers_ride_out_an_outage(
     idle = cluster.spawn(2)
     cluster.wait_registered(store, idle)
 
+    # Start the outage just after a renewal. Started at a random moment, the last renewal could
+    # be a whole interval (lease_ttl / 3 = 5 s) old: the leases then ran out as the 10 s outage
+    # ended, and a loaded machine's late first heartbeat lost them (seen: reaped, attempt 2).
+    renewed = get(store, long_jobs[0]).lease_until or 0.0
+    wait_for(lambda: (get(store, long_jobs[0]).lease_until or 0.0) > renewed, 10,
+             "a heartbeat to renew the long jobs' leases")
     proxy.refuse(10.0)
     wait_for(lambda: not proxy.refusing, 15, "the 10 s outage to end")
     back = time.time()
