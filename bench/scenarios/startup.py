@@ -58,7 +58,7 @@ def startup_once(kind: str, cfg: Config) -> tuple[float, float]:
 def run(kind: str, cfg: Config) -> list[Figure]:
     compileall.compile_dir(str(ROOT / "src" / "tether"), quiet=1)
     wall, cpu = [], []
-    for _ in range(max(cfg.runs, 5)):
+    for _ in range(max(cfg.runs, cfg.startup_runs)):
         w, c = startup_once(kind, cfg)
         wall.append(w)
         cpu.append(c)

@@ -135,12 +135,17 @@ def test_wait_for_finish(store: Store, open_another: Callable[[], Store]) -> Non
         try:
             waiting = asyncio.create_task(producer.wait_for_finish([job.id], 20.0))
             await asyncio.sleep(0.3)
-            assert not waiting.done()
+            # The loop ran while the waiter waited: the ticker moved on and the waiter is still
+            # waiting. (A count of ticks since the start, > 10, failed at 9 on a loaded
+            # machine; a waiter holding the loop would be done, timed out, before the ticks.)
+            before = ticks
+            while ticks < before + 3:
+                await asyncio.sleep(0.01)
+            assert not waiting.done(), "the loop was held while waiting"
             started = time.monotonic()
             await asyncio.to_thread(worker.finish, [Outcome(job.lease, "done", result="1")])
             assert await asyncio.wait_for(waiting, 10.0) is True
             assert time.monotonic() - started < 5.0
-            assert ticks > 10, "the loop was held while waiting"
             assert await producer.wait_for_finish([job.id], 20.0) is True
             started = time.monotonic()
             assert await producer.wait_for_finish([pending], 0.3) is False

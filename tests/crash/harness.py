@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -119,6 +121,14 @@ class Worker:
 
     def logged(self, text: str) -> bool:
         return text in self.log_text()
+
+    def logged_at(self, pattern: str) -> float:
+        """The time (epoch seconds) of the first log line matching the regex ``pattern``: the
+        worker's own clock, so intervals between its lines leave out start-up and exit."""
+        for line in self.log_text().splitlines():
+            if re.search(pattern, line):
+                return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        raise AssertionError(f"{self} never logged {pattern!r}:\n{self.log_text()}")
 
     def __repr__(self) -> str:
         return f"<worker {self.name} pid={self.pid} rc={self.proc.poll()}>"

@@ -27,6 +27,7 @@ from tests.crash.harness import (
 )
 from tether.app import App
 from tether.stores.base import Store
+from tether.worker.worker import FORCED_EXIT_WAIT
 
 # How far past a computed bound the tests tolerate scheduling noise on a loaded machine.
 MARGIN = 1.0
@@ -193,9 +194,12 @@ def test_second_sigterm_hands_the_lease_back_at_once(
 ) -> None:
     # A long lease makes the difference between "handed back" and "reaped" unmistakable.
     cluster = make_cluster(store_url, lease_ttl=6.0)
-    spare, worker = cluster.spawn(2), cluster.spawn(2)
-    cluster.wait_registered(store, spare, worker)
-    spare.send(signal.SIGSTOP)  # the pick-up worker waits, paused, holding nothing
+    # The pick-up worker starts only once this one has gone. (It used to be started first and
+    # SIGSTOPped, but a stop landing inside one of its store transactions, a heartbeat or a
+    # leader renewal, left it holding SQLite's write lock or a PostgreSQL row lock, and the
+    # worker's claim or hand-back waited on a process that could not run.)
+    worker = cluster.spawn(2)
+    cluster.wait_registered(store, worker)
     [job_id] = enqueue(store, "crash.work", 30.0, 0.2, interruptible=True)
     wait_for(lambda: held_by(store, worker.pid), 15, "the worker to claim the job")
     wait_for(lambda: any(r["event"] == "start" for r in cluster.records("runs")), 10,
@@ -203,10 +207,18 @@ def test_second_sigterm_hands_the_lease_back_at_once(
 
     worker.send(signal.SIGTERM)
     wait_for(lambda: worker.logged("draining in-flight jobs"), 10, "the first SIGTERM to land")
-    second = worker.send(signal.SIGTERM)
+    worker.send(signal.SIGTERM)
     second_mono = time.monotonic()
     assert worker.proc.wait(10) == 0
-    assert time.monotonic() - second_mono < 3.0, "the second SIGTERM must stop it promptly"
+    # Promptly: the worker's own stop (hand-back, flush, unregister) is bounded by
+    # FORCED_EXIT_WAIT; read from its log, so the interpreter's exit on a loaded machine (2.7 s
+    # seen under CI-like load) does not count. The process exit must still beat the drain
+    # (shutdown_timeout, the job runs 30 s) by far.
+    forced = worker.logged_at("handing leases back now")
+    stopped = worker.logged_at(r"tether.worker: worker \S+ stopped$")
+    assert stopped - forced < FORCED_EXIT_WAIT + MARGIN, worker.log_text()
+    exited = time.monotonic() - second_mono
+    assert exited < cluster.shutdown_timeout / 2, f"exited {exited:.2f}s after the second SIGTERM"
     assert worker.logged("handed back 1 lease(s)"), worker.log_text()
     assert not worker.logged("could not hand back"), worker.log_text()
 
@@ -217,11 +229,15 @@ def test_second_sigterm_hands_the_lease_back_at_once(
     interrupted = [r for r in cluster.records("runs") if r["event"] == "interrupted"]
     assert [(r["job"], r["reason"]) for r in interrupted] == [(job_id, "ShuttingDown")]
 
-    spare.send(signal.SIGCONT)
+    # Timed from the spare's registration, the first moment it can claim (its start-up on a
+    # loaded machine says nothing about the hand-back): the job is due at once.
+    spare = cluster.spawn(2)
+    cluster.wait_registered(store, spare)
+    ready = time.time()
     done = wait_for(lambda: all_in(store, [job_id], "done"), 15, "the spare to run it")[0]
-    took = (done.started_at or 0.0) - second
+    took = (done.started_at or 0.0) - ready
     assert took < cluster.lease_ttl / 2, (
-        f"picked up {took:.2f}s after the second SIGTERM: it waited for the lease to expire")
+        f"picked up {took:.2f}s after the spare was ready: it waited for the lease to expire")
     assert (done.attempt, done.interruptions, done.failures, done.stall_count) == (2, 1, 0, 0)
     assert result_of(done)["pid"] == spare.pid
 

@@ -23,6 +23,7 @@ from tests.crash.conftest import MakeCluster
 from tests.crash.harness import all_in, enqueue, get, held_by, wait_for
 from tests.faults import FaultProxy
 from tether.stores.base import Store
+from tether.worker.worker import FORCED_EXIT_WAIT
 
 MakeProxy = Callable[[str], FaultProxy]
 
@@ -55,6 +56,12 @@ def test_idle_and_busy_workers_ride_out_an_outage(
     idle = cluster.spawn(2)
     cluster.wait_registered(store, idle)
 
+    # Start the outage just after a renewal. Started at a random moment, the last renewal could
+    # be a whole interval (lease_ttl / 3 = 5 s) old: the leases then ran out as the 10 s outage
+    # ended, and a loaded machine's late first heartbeat lost them (seen: reaped, attempt 2).
+    renewed = get(store, long_jobs[0]).lease_until or 0.0
+    wait_for(lambda: (get(store, long_jobs[0]).lease_until or 0.0) > renewed, 10,
+             "a heartbeat to renew the long jobs' leases")
     proxy.refuse(10.0)
     wait_for(lambda: not proxy.refusing, 15, "the 10 s outage to end")
     back = time.time()
@@ -102,7 +109,13 @@ def test_second_sigterm_while_the_store_is_down_exits_at_once(
     finally:
         up()
     log = worker.log_text()
-    assert took < 4.0, f"exited {took:.1f}s after the second SIGTERM:\n{log}"
+    # "Within about 2 s" (guarantees.md) is the worker's own stop, FORCED_EXIT_WAIT: read from
+    # its log, since the interpreter's exit on a loaded machine took 2 s more (5.0 s in all,
+    # 2.7 s of it the worker's). The process exit must still beat the drain (10 s) by far.
+    stopped = worker.logged_at(r"tether.worker: worker \S+ stopped$")
+    own = stopped - worker.logged_at("handing leases back now")
+    assert own < FORCED_EXIT_WAIT + 1.0, f"stopped {own:.1f}s after the second SIGTERM:\n{log}"
+    assert took < cluster.shutdown_timeout / 2, f"exited {took:.1f}s after it:\n{log}"
     assert "could not hand back 1 lease" in log and "lease expiry" in log, log
     assert "handed back" not in log, log
     job = get(store, job_id)

@@ -18,7 +18,9 @@ import pytest
 
 from tether.config import Settings, make_settings
 from tether.events import Events
-from tether.maintenance.maintainer import Maintainer
+from tether.maintenance import maintainer as maintainer_module
+from tether.maintenance.leadership import split_holder
+from tether.maintenance.maintainer import ELECTION, PRUNE_ELECTION, Maintainer
 from tether.stores.base import Leadership, NewJob, Store
 
 pytestmark = pytest.mark.timeout(60)
@@ -81,23 +83,34 @@ def test_a_prune_only_maintainer_never_keeps_the_reaper_from_leading(
 
 
 def _settings(**options: float) -> Settings:
-    return make_settings(lease_ttl=1.0, leader_ttl=0.3, leader_retry=0.1, **options)
+    # A leader lease long enough that a loaded machine never lets it lapse mid-test (renewed
+    # every 2 s, lost only after a 6 s stall): a change of leader is a new disagreement, rightly
+    # reported again, and with a 0.3 s lease that made the count below fail under CI-like load.
+    return make_settings(lease_ttl=10.0, leader_ttl=6.0, leader_retry=0.1, **options)
 
 
 def test_maintainers_whose_settings_disagree_are_reported_once(
-    store: Store, open_another: Callable[[], Store], caplog: pytest.LogCaptureFixture
+    store: Store, open_another: Callable[[], Store], caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Compare settings every round rather than every 10 s, so "once" is tested over many checks.
+    monkeypatch.setattr(maintainer_module, "CHECK_EVERY", 0.05)
     app = Maintainer(open_another(), "worker-1", _settings(retention_failed=30 * 86400.0),
                      Events())
     with caplog.at_level(logging.INFO, logger="tether"), started(app):
-        wait(lambda: app.acting, 5, "the first maintainer to lead")
+        wait(lambda: all(d.acting for d in app.duties), 5, "the first maintainer to lead")
+        terms = [d.elector.lease.term for d in app.duties if d.elector and d.elector.lease]
         stray = Maintainer(open_another(), "reaper-1", _settings(), Events())
         same = Maintainer(open_another(), "worker-2",
                           _settings(retention_failed=30 * 86400.0), Events())
         with started(stray, same):
             wait(lambda: any(r.levelno == logging.ERROR for r in caplog.records), 5,
                  "the disagreement to be reported")
-            threading.Event().wait(1.0)  # several more election rounds
+            threading.Event().wait(1.0)  # some 20 more comparisons
+            leads = [store.leader_get(e) for e in (ELECTION, PRUNE_ELECTION)]
+    # Still worker-1's first terms: no change of leader could excuse a second report.
+    assert [(split_holder(lead.holder)[0], lead.term) for lead in leads if lead] == [
+        ("worker-1", t) for t in terms], leads
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1, errors  # once per change, not once per round
     assert "reaper-1" in errors[0] and "worker-1" in errors[0] and "retention" in errors[0]

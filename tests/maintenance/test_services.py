@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,17 @@ from tether.maintenance.reaper import Reaper
 from tether.stores.base import NewJob, Outcome, Store
 
 pytestmark = pytest.mark.timeout(60)
+
+
+def until(cond: Callable[[], object], timeout: float) -> bool:
+    """Poll ``cond`` until it holds or ``timeout`` seconds pass; returns whether it held.
+    (Replaces 100-poll loops, 2 s and 5 s in all: short for a thread start on a loaded CI.)"""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            return False
+        threading.Event().wait(0.02)
+    return True
 
 
 def recorder(events: Events, *names: str) -> list[Event]:
@@ -142,12 +154,7 @@ def test_maintainer_reaps_only_when_leading(store: Store,
         threading.Event().wait(0.8)
         assert store.list_jobs(status="running"), "a follower must not reap"
         rival.release()
-        deadline = threading.Event()
-        for _ in range(100):
-            if not store.list_jobs(status="running"):
-                break
-            deadline.wait(0.05)
-        assert not store.list_jobs(status="running"), "the new leader reaps"
+        assert until(lambda: not store.list_jobs(status="running"), 10), "the new leader reaps"
     finally:
         maintainer.stop()
 
@@ -177,18 +184,12 @@ def test_housekeeping_runs_beside_the_reaper_not_in_its_way(
     maintainer = Maintainer(slow, "me", settings, Events())  # type: ignore[arg-type]
     maintainer.start()
     try:
-        for _ in range(100):
-            if slow.calls:
-                break
-            threading.Event().wait(0.02)
+        until(lambda: slow.calls, 10)
         assert slow.calls == 1  # started, and still running
         store.enqueue([NewJob("t")])
         store.claim("dead", ["default"], 1, 0.2)
-        for _ in range(100):  # reaped while housekeeping is still blocked
-            if not store.list_jobs(status="running"):
-                break
-            threading.Event().wait(0.05)
-        assert not store.list_jobs(status="running")
+        # reaped while housekeeping is still blocked
+        assert until(lambda: not store.list_jobs(status="running"), 10)
         assert slow.calls == 1  # never started twice at once
     finally:
         slow.release.set()

@@ -32,7 +32,9 @@ def test_worker_skips_a_paused_queue_until_resumed(store_url: str) -> None:
             wait_until(lambda: app.get_job(held).status == "done", what="queue a to run")
             app.store.pause_queue("b")
             app.store.pause_queue("a")
-            time.sleep(0.3)
+            # Until the worker has read both pauses (a fixed 0.3 s was a guess a loaded
+            # machine can beat: the job below would then rightly be claimed).
+            wait_until(lambda: worker.pauses.paused == {"a", "b"}, what="both pauses to be seen")
             late = b.enqueue()
             time.sleep(0.4)
             assert app.get_job(late).status == "pending"

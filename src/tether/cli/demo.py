@@ -86,44 +86,76 @@ class Demo:
                  f"running {counts['running']:3d}  done {counts['done']:4d}  {note}")
         return dict(counts)
 
-    def wait_holding(self, store: Store, proc: subprocess.Popen[bytes]) -> list[Job]:
-        deadline = clock.monotonic() + 15
+    def stop_holding(self, store: Store,
+                     procs: list[subprocess.Popen[bytes]]) -> tuple[float, list[list[Job]]]:
+        """SIGSTOP ``procs`` at once while each holds jobs; (wall time of the stop, the jobs
+        each holds).
+
+        Together, so the one to be paused cannot pick up the other's re-runs (its attempt 2
+        would then be re-run again, past the bound the demo checks). Read only once they are
+        stopped: jobs last 60-180 ms, so a list read before the signal could name a job the
+        worker finished in between (seen under load: the demo reported that job's own result
+        as a failure). Writes already sent may still land, so read until two reads agree."""
+        def held() -> list[list[int]]:
+            return [[j.id for j in self.holding(store, p.pid)] for p in procs]
+
+        deadline = clock.monotonic() + 30
         while clock.monotonic() < deadline:
-            held = self.holding(store, proc.pid)
-            if held:
-                return held
-            clock.sleep(0.02)
-        raise RuntimeError(f"worker {proc.pid} never held a job")
+            if not all(held()):
+                clock.sleep(0.02)
+                continue
+            at = clock.wall()
+            for p in procs:
+                p.send_signal(signal.SIGSTOP)
+            now, seen = held(), None
+            while now != seen and clock.monotonic() < deadline:
+                seen = now
+                clock.sleep(0.2)
+                now = held()
+            if all(now):
+                return at, [self.holding(store, p.pid) for p in procs]
+            for p in procs:  # one finished all of its jobs meanwhile: again
+                p.send_signal(signal.SIGCONT)
+        raise RuntimeError(f"workers {[p.pid for p in procs]} never held jobs at once")
+
+    def wait_registered(self, store: Store) -> None:
+        deadline = clock.monotonic() + 60
+        pids = {p.pid for p in self.procs}
+        while {w.pid for w in store.list_workers() if self.queue in w.queues} != pids:
+            if clock.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
+                raise RuntimeError(f"the demo's workers did not all start; logs in {self.folder}")
+            clock.sleep(0.05)
 
     def run(self) -> int:
         store = open_store(self.url)
         store.migrate()
         self.say(f"tether demo: {self.n} jobs, {WORKERS} workers, lease_ttl={self.ttl}s, "
                  f"recovery bound {self.bound:.1f}s, store {redact(self.url)}, queue {self.queue}")
-        ids = store.enqueue([make_new_job("demo.work", [i, 60 + (i * 37) % 120], {},
-                                          queue=self.queue) for i in range(self.n)])
         try:
-            self.drive(store, ids)
+            self.drive(store)
         finally:
             self.clean_up(store)
             store.close()
         return 1 if self.failures else 0
 
-    def drive(self, store: Store, ids: list[int]) -> None:
+    def drive(self, store: Store) -> None:
         self.t0 = clock.monotonic()
         for _ in range(WORKERS):
             self.spawn()
         victim, sleeper, _survivor = self.procs
         try:
-            killed_jobs = self.wait_holding(store, victim)
-            kill_wall = clock.wall()
+            # Jobs only once every worker claims: on a loaded machine one worker can start
+            # seconds after the others, which then run all the jobs before it claims any.
+            self.wait_registered(store)
+            ids = store.enqueue([make_new_job("demo.work", [i, 60 + (i * 37) % 120], {},
+                                              queue=self.queue) for i in range(self.n)])
+            # The victim's death counts from its stop (its leases stopped being renewed then).
+            kill_wall, (killed_jobs, zombie_jobs) = self.stop_holding(store, [victim, sleeper])
+            stop_at = clock.monotonic()
             victim.send_signal(signal.SIGKILL)
             victim.wait()
             self.progress(store, f"SIGKILL worker {victim.pid} holding jobs "
                           f"{[j.id for j in killed_jobs]}")
-            zombie_jobs = self.wait_holding(store, sleeper)
-            sleeper.send_signal(signal.SIGSTOP)
-            stop_at = clock.monotonic()
             self.progress(store, f"SIGSTOP worker {sleeper.pid} holding jobs "
                           f"{[j.id for j in zombie_jobs]}")
             while clock.monotonic() - stop_at < self.bound + 1.5:  # past the recovery bound

@@ -61,6 +61,8 @@ FETCH_BACKOFF_MAX = 0.5
 #: How long a forced stop (second signal) waits for the store, in all: to hand leases back,
 #: flush outcomes and unregister. A store that does not answer by then is not waited for.
 FORCED_EXIT_WAIT = 2.0
+#: How often the main thread wakes to run the handlers of signals caught by other threads.
+SIGNAL_CHECK_EVERY = 0.2
 
 
 def new_worker_id() -> str:
@@ -165,7 +167,9 @@ class Worker:
     def _supervise(self) -> None:
         sd = self.shutdown
         while sd.phase == Phase.RUNNING:
-            sd.changed.wait()
+            # With a timeout: a signal the kernel hands to another thread only sets a flag, and
+            # its Python handler runs once this (main) thread runs bytecode again.
+            sd.changed.wait(SIGNAL_CHECK_EVERY)
             sd.changed.clear()
         deadline = clock.monotonic() + self.settings.shutdown_timeout
         while sd.phase == Phase.DRAINING:
