@@ -381,20 +381,21 @@ class Worker:
     def _add_deadline(self, entry: Running, task: Task[Any, Any]) -> None:
         timeout = task.config.timeout
         if timeout is not None:
-            entry.extra["deadline"] = self.deadlines.add(timeout, lambda: self._timed_out(entry))
+            entry.extra["deadline"] = self.deadlines.add(timeout,
+                                                         lambda: self._timed_out(entry, task))
 
     def _arm_deadline(self, entry: Running, late: float) -> None:
         """Start the attempt's timeout, ``late`` seconds after the handler started."""
-        task = self.app.tasks.get(entry.ctx.task)
-        timeout = task.options.timeout if task is not None else None
-        if timeout is not None:
-            entry.extra["deadline"] = self.deadlines.add(max(0.0, timeout - late),
-                                                         lambda: self._timed_out(entry))
+        task = self.app.find_task(entry.ctx.task)
+        if task is None or task.config.timeout is None:
+            return
+        found: Task[Any, Any] = task
+        entry.extra["deadline"] = self.deadlines.add(max(0.0, task.config.timeout - late),
+                                                     lambda: self._timed_out(entry, found))
 
-    def _timed_out(self, entry: Running) -> None:
+    def _timed_out(self, entry: Running, task: Task[Any, Any]) -> None:
         if not self.registry.settle_once(entry):
             return
-        task = self.app.tasks[entry.ctx.task]
         log.warning("job %s attempt %s timed out after %ss", entry.ctx.id, entry.ctx.attempt,
                     task.config.timeout)
         entry.extra["timed_out"] = True
