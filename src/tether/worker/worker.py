@@ -80,7 +80,11 @@ class Worker:
         app_spec: str | None = None,
         max_tasks_per_child: int | None = None,
         max_memory_per_child: float | None = None,
+        claim_ahead: bool = True,
     ) -> None:
+        """``claim_ahead=False``: claim no more than the free slots (thread pool), for a
+        caller that counts claims (a burst with ``max_jobs``: jobs claimed ahead would be
+        taken, and run by its closing drain, past the count)."""
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
         self.pool = make_pool_config(app, pool, app_spec=app_spec,
@@ -117,8 +121,9 @@ class Worker:
                                         self.pool, concurrency=concurrency, owner=self.id,
                                         on_fatal=fatal, on_started=self._arm_deadline)
         else:
-            self.ahead = ClaimAhead(self.registry, self.settings.claim_batch, self.completer,
-                                    self._notify)
+            self.ahead = ClaimAhead(self.registry,
+                                    self.settings.claim_batch if claim_ahead else 0,
+                                    self.completer, self._notify)
             self.executor = Executor(self.registry, self._settle, concurrency,
                                      on_start=self._on_start, on_return=self.ahead.observe)
         self.deadlines = Deadlines(fatal)
