@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from tether.errors import ConfigError
@@ -51,12 +51,6 @@ class Event:
 
 
 Callback = Callable[[Event], object]
-#: Event's slot setters, in field order: :meth:`Events.emit` builds one Event per job per
-#: event, and the frozen ``__init__`` (``object.__setattr__`` per field) cost more than the
-#: subscribers of a ``claimed`` or ``completed`` event at INFO.
-_NAME, _JOB_ID, _ATTEMPT, _WORKER, _DETAIL = (getattr(Event, f.name).__set__
-                                              for f in fields(Event))
-_new = object.__new__
 
 
 class Events:
@@ -76,17 +70,11 @@ class Events:
             self._subscribers[name] = (*self._subscribers.get(name, ()), callback)
         return callback
 
-    def emit(self, name: str, job_id: int | None = None, attempt: int | None = None,
-             worker: str | None = None, detail: dict[str, Any] | None = None) -> None:
+    def emit(self, name: str, **kwargs: Any) -> None:
         subscribers = self._subscribers.get(name)
         if not subscribers:
             return
-        event: Event = _new(Event)  # Event(name, job_id, ...) without the frozen __init__
-        _NAME(event, name)
-        _JOB_ID(event, job_id)
-        _ATTEMPT(event, attempt)
-        _WORKER(event, worker)
-        _DETAIL(event, {} if detail is None else detail)
+        event = Event(name, **kwargs)
         for callback in subscribers:
             try:
                 callback(event)

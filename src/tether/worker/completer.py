@@ -37,7 +37,7 @@ _EVENT_OF = {"done": "completed", "dead": "failed", "cancelled": "cancelled",
              "released": "released", "stalled": "stalled"}
 
 
-@dataclass(slots=True, eq=False)  # not frozen: its __init__ runs once per job
+@dataclass(frozen=True, slots=True)
 class Pending:
     entry: Running
     outcome: Outcome

@@ -46,6 +46,7 @@ class Running:
     trusted_until: float
     returned: bool = False  # the handler returned (or, claimed ahead, never started)
     settled: bool = False  # an outcome was decided for this attempt
+    settling: bool = False  # someone won settle_once: the outcome is being decided
     lost: bool = False  # the store or the trust window says we no longer hold it
     async_task: asyncio.Task[object] | None = None
     loop: asyncio.AbstractEventLoop | None = None
@@ -59,20 +60,6 @@ class Running:
     @property
     def lease(self) -> Lease:
         return self.ctx.lease
-
-    @property
-    def settling(self) -> bool:
-        """Someone won :meth:`Registry.settle_once`: the outcome is being decided."""
-        return "settling" in self.extra
-
-    def claim_settling(self) -> bool:
-        """Take the right to decide this attempt's outcome; True for the first caller only.
-        Lock-free: ``dict.setdefault`` with a str key is one atomic step under the GIL, and
-        handlers, the deadline timer, the heartbeater and a shutdown may race for it."""
-        if self.settled:
-            return False
-        mine = object()
-        return self.extra.setdefault("settling", mine) is mine
 
     def interrupt(self, why: type[Interrupted]) -> None:
         self.ctx.interrupt(why)
@@ -211,7 +198,8 @@ class Registry:
             while backlog and backlog[0].queued_at < queued_before:
                 entry = backlog.popleft()
                 entry.returned = True
-                if entry.claim_settling():
+                if not (entry.settled or entry.settling):
+                    entry.settling = True
                     out.append(entry)
             if out:
                 self._cond.notify_all()
@@ -280,4 +268,8 @@ class Registry:
 
     def settle_once(self, entry: Running) -> bool:
         """Claim the right to decide this attempt's outcome; only the first caller wins."""
-        return entry.claim_settling()
+        with self._cond:
+            if entry.settled or entry.settling:
+                return False
+            entry.settling = True
+            return True
