@@ -55,7 +55,9 @@ Callback = Callable[[Event], object]
 
 class Events:
     def __init__(self) -> None:
-        self._subscribers: dict[str, list[Callback]] = {}
+        # Copied on subscribe, never mutated: emit (once per job per event) iterates without
+        # a copy or a lock.
+        self._subscribers: dict[str, tuple[Callback, ...]] = {}
         self._lock = threading.Lock()
         from tether.logs import JobLog
 
@@ -65,7 +67,7 @@ class Events:
         if name not in EVENTS:
             raise ConfigError(f"unknown event {name!r}; known: {', '.join(sorted(EVENTS))}")
         with self._lock:
-            self._subscribers.setdefault(name, []).append(callback)
+            self._subscribers[name] = (*self._subscribers.get(name, ()), callback)
         return callback
 
     def emit(self, name: str, **kwargs: Any) -> None:
@@ -73,7 +75,7 @@ class Events:
         if not subscribers:
             return
         event = Event(name, **kwargs)
-        for callback in list(subscribers):
+        for callback in subscribers:
             try:
                 callback(event)
             except Exception:

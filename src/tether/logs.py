@@ -24,7 +24,6 @@ import logging
 import os
 import sys
 import threading
-from collections import OrderedDict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -155,8 +154,10 @@ class JobLog:
     """Subscribes to one :class:`Events` and logs each job's story (see the module doc)."""
 
     def __init__(self, events: Events) -> None:
-        self._claims: OrderedDict[tuple[int | None, int | None], tuple[float, dict[str, Any]]]
-        self._claims = OrderedDict()
+        # (job id, attempt) -> (claimed at, task, queue). A plain dict (insertion order is
+        # claim order): setting and popping one key is atomic under the GIL, so the per-job
+        # calls take no lock; only the eviction of the oldest claims does.
+        self._claims: dict[tuple[int | None, int | None], tuple[float, Any, Any]] = {}
         self._lock = threading.Lock()
         for name, callback in (
             ("claimed", self.claimed), ("completed", self.completed),
@@ -171,8 +172,7 @@ class JobLog:
     def _fields(self, event: Event, *, end: bool) -> dict[str, Any]:
         """The structured fields of a job line; ``end`` drops the claim and adds a duration."""
         key = (event.job_id, event.attempt)
-        with self._lock:
-            found = self._claims.pop(key, None) if end else self._claims.get(key)
+        found = self._claims.pop(key, None) if end else self._claims.get(key)
         detail = event.detail
         fields: dict[str, Any] = {
             "job_id": event.job_id, "attempt": event.attempt, "worker": event.worker,
@@ -181,10 +181,11 @@ class JobLog:
         if detail.get("child") is not None:  # the process-pool child that ran the attempt
             fields["child"] = detail["child"]
         if found is not None:
-            started, known = found
-            for k, v in known.items():
-                if fields.get(k) is None:
-                    fields[k] = v
+            started, task, queue = found
+            if fields["task"] is None:
+                fields["task"] = task
+            if fields["queue"] is None:
+                fields["queue"] = queue
             if end:
                 fields["duration"] = round(clock.monotonic() - started, 6)
         return fields
@@ -199,12 +200,14 @@ class JobLog:
 
     # -- callbacks -----------------------------------------------------------------------------
     def claimed(self, event: Event) -> None:
-        known: dict[str, Any] = {k: event.detail[k] for k in ("task", "queue")
-                                 if k in event.detail}
-        with self._lock:
-            self._claims[(event.job_id, event.attempt)] = (clock.monotonic(), known)
-            while len(self._claims) > MAX_TRACKED:
-                self._claims.popitem(last=False)
+        detail = event.detail
+        claims = self._claims
+        claims[(event.job_id, event.attempt)] = (clock.monotonic(), detail.get("task"),
+                                                 detail.get("queue"))
+        if len(claims) > MAX_TRACKED:
+            with self._lock:
+                while len(claims) > MAX_TRACKED:
+                    claims.pop(next(iter(claims)), None)
         if log.isEnabledFor(logging.DEBUG):
             f = self._fields(event, end=False)
             log.debug("job %s attempt %s started%s", event.job_id, event.attempt,
@@ -212,8 +215,7 @@ class JobLog:
 
     def completed(self, event: Event) -> None:
         if not log.isEnabledFor(logging.DEBUG):  # the per-job hot path: no line to build
-            with self._lock:
-                self._claims.pop((event.job_id, event.attempt), None)
+            self._claims.pop((event.job_id, event.attempt), None)
             return
         f = self._fields(event, end=True)
         f["outcome"] = "done"

@@ -106,6 +106,28 @@ def test_max_jobs_stops_after_that_many_claims(made: Made) -> None:
     assert [j.id for j in drain(app)] == ids[2:]
 
 
+def test_max_jobs_claims_nothing_ahead(made: Made) -> None:
+    """A claim ahead of free slots would take jobs past ``max_jobs``, and the drain that ends
+    the burst would run them: with max_jobs the worker is built not to claim ahead."""
+    app, tasks, _ = made
+    ids = [tasks["add"].enqueue(i, 0) for i in range(60)]
+    jobs = drain(app, max_jobs=20, concurrency=2)
+    assert len(jobs) <= 21, "at most one job per free slot past the count (concurrency 2)"
+    statuses = [app.get_job(i).status for i in ids]
+    assert statuses.count("done") == len(jobs)
+    assert statuses.count("pending") == len(ids) - len(jobs)
+    assert statuses.count("running") == 0
+
+
+def test_a_burst_counting_claims_refuses_a_worker_that_claims_ahead(made: Made) -> None:
+    from tether.worker.burst import run_burst
+
+    app, _, _ = made
+    with pytest.raises(ValueError, match="claim_ahead=False"):
+        run_burst(app.worker(concurrency=1, maintenance=False), install_signals=False,
+                  max_jobs=1)
+
+
 def test_queues_limit_what_is_drained(made: Made) -> None:
     app, tasks, _ = made
     other = tasks["other"].enqueue()

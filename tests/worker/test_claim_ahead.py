@@ -84,7 +84,7 @@ def test_unqueue_hands_out_each_entry_once_and_never_to_a_handler() -> None:
     reg.queue([a, b], wake=0)
     out = reg.unqueue()
     assert out == [a, b] and reg.queued() == 0
-    assert all(e.returned and e.extra.get("settling") for e in out)
+    assert all(e.returned and e.settling for e in out)
     assert reg.unqueue() == []
     assert not reg.settle_once(a)  # the hand-back owns the outcome
 

@@ -8,7 +8,8 @@ checkpoints and progress are JSON *text* here; only the decoded views on :class:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 JobStatus = Literal["pending", "running", "done", "failed", "cancelled"]
@@ -121,6 +122,24 @@ class Job:
         if self.locked_by is None:
             raise ValueError(f"job {self.id} is {self.status}, it holds no lease")
         return Lease(self.id, self.attempt, self.locked_by, self.lease_token or "")
+
+
+#: The slot setters of Job, in field order (see :func:`job_of`).
+_JOB_SETTERS = tuple(getattr(Job, f.name).__set__ for f in fields(Job))
+_new = object.__new__
+
+
+def job_of(values: Sequence[Any]) -> Job:
+    """``Job(*values)`` for a full row (every field, in order), built without the frozen
+    dataclass ``__init__``: that sets each of the 27 fields through ``object.__setattr__``,
+    and a claim builds one Job per job on the worker's hot path. Same object, equal to
+    ``Job(*values)``; a row of the wrong length is refused as ``Job(*values)`` would."""
+    if len(values) != len(_JOB_SETTERS):
+        return Job(*values)  # raises the usual TypeError
+    job: Job = _new(Job)
+    for set_field, value in zip(_JOB_SETTERS, values, strict=True):
+        set_field(job, value)
+    return job
 
 
 @dataclass(frozen=True, slots=True)

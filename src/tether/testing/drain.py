@@ -16,6 +16,7 @@ from tether.errors import ConfigError, JobNotFound
 from tether.jobview import Job
 from tether.stores.memory.store import MemoryStore
 from tether.worker.burst import run_burst
+from tether.worker.worker import Worker
 
 if TYPE_CHECKING:
     from tether.app import App
@@ -89,7 +90,9 @@ def drain(
     if fast_forward and not isinstance(store, MemoryStore):
         raise ConfigError(f"fast_forward needs a memory:// store (the {store.kind} store's "
                           "clock cannot be moved); pass fast_forward=False")
-    worker = app.worker(concurrency=concurrency, queues=queues, maintenance=False)
+    # max_jobs counts claims: no claim ahead of free slots (see Worker's claim_ahead)
+    worker = Worker(app, concurrency=concurrency, queues=queues, maintenance=False,
+                    claim_ahead=max_jobs is None)
     forward = None
     if fast_forward and isinstance(store, MemoryStore):
         mem = store

@@ -180,6 +180,9 @@ class Completer:
         return out
 
     def _sort(self, pending: list[Pending], rejected: set[Lease], out: Written) -> None:
+        if not rejected:  # the usual case: no lease to hash per outcome
+            out.applied += pending
+            return
         for p in pending:
             (out.rejected if p.outcome.lease in rejected else out.applied).append(p)
 
@@ -246,17 +249,20 @@ class Completer:
                              worker=self.owner, detail={"rejected": p.outcome.kind,
                                                         "task": ctx.job.task,
                                                         "queue": ctx.job.queue})
+        emit, owner = self.events.emit, self.owner
         for p in out.applied:
-            ctx = p.entry.ctx
+            entry = p.entry
+            job = entry.ctx.job
             o = p.outcome
             detail: dict[str, object] = {
-                "task": ctx.job.task, "queue": ctx.job.queue, "kind": o.kind,
+                "task": job.task, "queue": job.queue, "kind": o.kind,
                 "reason": o.reason, "delay": o.retry_delay, "error": o.error}
-            child = p.entry.extra.get("child")
-            if child is not None:
-                detail["child"] = child  # the pid of the process-pool child that ran it
-            why = p.entry.extra.get("why")
-            if why is not None:
-                detail["why"] = why  # a claimed-ahead job handed back before it started
-            self.events.emit(p.event, job_id=ctx.id, attempt=ctx.attempt,
-                             worker=self.owner, detail=detail)
+            extra = entry.extra
+            if extra:
+                child = extra.get("child")
+                if child is not None:
+                    detail["child"] = child  # the pid of the process-pool child that ran it
+                why = extra.get("why")
+                if why is not None:
+                    detail["why"] = why  # a claimed-ahead job handed back before it started
+            emit(p.event, job_id=job.id, attempt=job.attempt, worker=owner, detail=detail)

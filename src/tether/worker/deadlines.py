@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from tether import clock
+from tether.errors import LeaseInterrupted
+from tether.stores.base import Outcome
+from tether.task import Task
+from tether.worker.registry import Registry, Running
+
+log = logging.getLogger("tether.worker")
 
 
 class Deadlines:
@@ -61,3 +69,47 @@ class Deadlines:
             except BaseException as exc:  # a failing side loop must stop the worker
                 self._on_error(exc)
                 return
+
+
+class Timeouts:
+    """Each attempt's ``timeout`` (the task's), armed when its handler gets a slot: when it
+    fires before the handler ends, the attempt is settled as a ``timeout`` error and the
+    handler interrupted (whichever decides first wins, ``Registry.settle_once``)."""
+
+    def __init__(self, deadlines: Deadlines, registry: Registry,
+                 settle: Callable[[Running, Outcome | None], None],
+                 find_task: Callable[[str], Task[Any, Any] | None]) -> None:
+        self.deadlines = deadlines
+        self._registry = registry
+        self._settle = settle
+        self._find_task = find_task
+
+    def arm(self, entry: Running, task: Task[Any, Any], late: float = 0.0) -> None:
+        """Start the attempt's timeout, ``late`` seconds after its handler started."""
+        timeout = task.config.timeout
+        if timeout is not None:
+            entry.extra["deadline"] = self.deadlines.add(max(0.0, timeout - late),
+                                                         lambda: self._fire(entry, task))
+
+    def arm_late(self, entry: Running, late: float) -> None:
+        """:meth:`arm`, by task name (a process-pool child has started the handler)."""
+        task = self._find_task(entry.ctx.task)
+        if task is not None:
+            self.arm(entry, task, late)
+
+    def cancel(self, entry: Running) -> None:
+        handle = entry.extra.get("deadline")
+        if isinstance(handle, int):
+            self.deadlines.cancel(handle)
+
+    def _fire(self, entry: Running, task: Task[Any, Any]) -> None:
+        if not self._registry.settle_once(entry):
+            return
+        timeout = task.config.timeout
+        log.warning("job %s attempt %s timed out after %ss", entry.ctx.id, entry.ctx.attempt,
+                    timeout)
+        entry.extra["timed_out"] = True
+        entry.interrupt(LeaseInterrupted)
+        self._settle(entry, Outcome(
+            entry.lease, "error", error=f"timed out after {timeout}s", reason="timeout",
+            retry_delay=task.config.retry.delay(entry.ctx.job.failures + 1)))

@@ -87,9 +87,10 @@ class Executor:
     # -- sync ------------------------------------------------------------------------------
     def _thread_main(self) -> None:
         first = True
+        done: Running | None = None  # marked returned by the next take, under its lock
         while True:
-            entry = self.registry.take(first)
-            first = False
+            entry = self.registry.take(first, done)
+            first, done = False, None
             if entry is None:
                 return
             task = entry.task
@@ -107,11 +108,12 @@ class Executor:
                 args, kwargs = task.arguments(entry.ctx.job.payload)
                 result: Any = task.func(*args, **kwargs)
             except BaseException as exc:  # the handler's failure is data, not our crash
-                self._finish(entry, task, None, exc)
+                self._finish(entry, task, None, exc, mark=False)
             else:
-                self._finish(entry, task, result, None)
+                self._finish(entry, task, result, None, mark=False)
             finally:
                 unbind(token)
+                done = entry
 
     # -- async -----------------------------------------------------------------------------
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -147,9 +149,10 @@ class Executor:
 
     # -- outcome ---------------------------------------------------------------------------
     def _finish(self, entry: Running, task: Task[Any, Any], result: Any,
-                exc: BaseException | None) -> None:
-        """Settle the attempt; never raises, and always frees the slot (a handler thread that
-        died here would leak a slot for good)."""
+                exc: BaseException | None, *, mark: bool = True) -> None:
+        """Settle the attempt; never raises, and frees the slot (a handler thread that died
+        here would leak a slot for good): here, or (``mark=False``, a handler thread) in its
+        next ``Registry.take``, which it reaches whatever happens here."""
         if self._on_return is not None:
             self._on_return(clock.monotonic() - entry.started_at)
         try:
@@ -165,7 +168,8 @@ class Executor:
             log.critical("could not settle job %s attempt %s", entry.ctx.id, entry.ctx.attempt,
                          exc_info=True)
         finally:
-            self.registry.mark(entry, returned=True)
+            if mark:
+                self.registry.mark(entry, returned=True)
 
     def outcome(
         self, entry: Running, task: Task[Any, Any], result: Any, exc: BaseException | None

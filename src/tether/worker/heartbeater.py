@@ -126,7 +126,7 @@ class Heartbeater:
                          detail={"rtt": clock.monotonic() - sent_at, "leases": len(by_lease)})
         for lease, entry in by_lease.items():
             if lease in result.lost:
-                if entry.settled or entry.extra.get("settling"):
+                if entry.settled or entry.settling:
                     continue  # our own outcome landed first (or is landing): not a loss
                 self._lost(entry, "the store no longer holds this lease for us")
             else:

@@ -46,6 +46,7 @@ class Running:
     trusted_until: float
     returned: bool = False  # the handler returned (or, claimed ahead, never started)
     settled: bool = False  # an outcome was decided for this attempt
+    settling: bool = False  # someone won settle_once: the outcome is being decided
     lost: bool = False  # the store or the trust window says we no longer hold it
     async_task: asyncio.Task[object] | None = None
     loop: asyncio.AbstractEventLoop | None = None
@@ -147,10 +148,13 @@ class Registry:
             if held >= self._threads - self._idle:
                 self._work.notify()
 
-    def take(self, first: bool = False) -> Running | None:
+    def take(self, first: bool = False, done: Running | None = None) -> Running | None:
         """The oldest queued entry, once a slot is free for it (blocks); None once closed.
-        ``first``: the calling handler thread's first call."""
+        ``first``: the calling handler thread's first call. ``done``: the entry whose handler
+        this thread just ran, marked returned under the same lock (one acquisition per job)."""
         with self._cond:
+            if done is not None:
+                self._mark([done], True, False)
             self._threads += first
             while not self._closed and not (self._backlog and self._busy < self.capacity):
                 self._idle += 1
@@ -194,8 +198,8 @@ class Registry:
             while backlog and backlog[0].queued_at < queued_before:
                 entry = backlog.popleft()
                 entry.returned = True
-                if not (entry.settled or entry.extra.get("settling")):
-                    entry.extra["settling"] = True
+                if not (entry.settled or entry.settling):
+                    entry.settling = True
                     out.append(entry)
             if out:
                 self._cond.notify_all()
@@ -243,25 +247,29 @@ class Registry:
         for the GIL.
         """
         with self._cond:
-            was_free = self.free()
-            async_slot = False
-            for entry in entries:
-                if returned and not entry.returned:
-                    async_slot |= entry.loop is not None
-                    entry.returned = True
-                    self._busy -= 1
-                entry.settled |= settled
-                if entry.returned and entry.settled and self._entries.get(entry.lease) is entry:
-                    del self._entries[entry.lease]
-            if (was_free < self.claim_at <= self.free()) or not self._entries:
-                self._cond.notify_all()
-            if async_slot and self._backlog:
-                self._work.notify()  # an async handler's slot: no handler thread comes back
+            self._mark(entries, returned, settled)
+
+    def _mark(self, entries: list[Running], returned: bool, settled: bool) -> None:
+        """:meth:`mark_many`, the lock held."""
+        was_free = self.free()
+        async_slot = False
+        for entry in entries:
+            if returned and not entry.returned:
+                async_slot |= entry.loop is not None
+                entry.returned = True
+                self._busy -= 1
+            entry.settled |= settled
+            if entry.returned and entry.settled and self._entries.get(entry.lease) is entry:
+                del self._entries[entry.lease]
+        if (was_free < self.claim_at <= self.free()) or not self._entries:
+            self._cond.notify_all()
+        if async_slot and self._backlog:
+            self._work.notify()  # an async handler's slot: no handler thread comes back
 
     def settle_once(self, entry: Running) -> bool:
         """Claim the right to decide this attempt's outcome; only the first caller wins."""
         with self._cond:
-            if entry.settled or entry.extra.get("settling"):
+            if entry.settled or entry.settling:
                 return False
-            entry.extra["settling"] = True
+            entry.settling = True
             return True

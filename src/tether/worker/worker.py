@@ -30,19 +30,19 @@ from typing import TYPE_CHECKING, Any
 
 from tether import clock
 from tether.context import JobContext
-from tether.errors import LeaseInterrupted, ShuttingDown, StoreGone
+from tether.errors import ShuttingDown, StoreGone
 from tether.maintenance.maintainer import Maintainer
 from tether.periodic import schedules_of
 from tether.stores.base import Job, Outcome, Store, WorkerInfo
 from tether.stores.replay import new_request_id
 from tether.task import Task
-from tether.worker.ahead import ClaimAhead
 from tether.worker.completer import Completer, Pending
 from tether.worker.connections import open_stores
-from tether.worker.deadlines import Deadlines
+from tether.worker.deadlines import Deadlines, Timeouts
 from tether.worker.executor import Executor
 from tether.worker.health import StoreHealth, classify, one_line, worth_logging
 from tether.worker.heartbeater import Heartbeater
+from tether.worker.intake import Intake
 from tether.worker.paused import PausedQueues
 from tether.worker.poolconfig import make_pool_config
 from tether.worker.procpool import ProcessPool
@@ -82,7 +82,11 @@ class Worker:
         app_spec: str | None = None,
         max_tasks_per_child: int | None = None,
         max_memory_per_child: float | None = None,
+        claim_ahead: bool = True,
     ) -> None:
+        """``claim_ahead=False``: claim no more than the free slots (thread pool), for a
+        caller that counts claims (a burst with ``max_jobs``: jobs claimed ahead would be
+        taken, and run by its closing drain, past the count)."""
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
         self.pool = make_pool_config(app, pool, app_spec=app_spec,
@@ -112,18 +116,15 @@ class Worker:
             on_fatal=fatal, health=self.health)
         self.completer = Completer(self.store, self.id, self.registry, app.events,
                                    on_fatal=fatal, health=self.health)
-        self.executor: Executor | ProcessPool
-        self.ahead: ClaimAhead | None = None
-        if self.pool.kind == "process":
-            self.executor = ProcessPool(self.registry, self._settle, self.store, app.events,
-                                        self.pool, concurrency=concurrency, owner=self.id,
-                                        on_fatal=fatal, on_started=self._arm_deadline)
-        else:
-            self.ahead = ClaimAhead(self.registry, self.settings.claim_batch, self.completer,
-                                    self._notify)
-            self.executor = Executor(self.registry, self._settle, concurrency,
-                                     on_start=self._on_start, on_return=self.ahead.observe)
         self.deadlines = Deadlines(fatal)
+        self.timeouts = Timeouts(self.deadlines, self.registry, self._settle, app.find_task)
+        self.intake = Intake(self.registry, self.pool, self._settle, self.store, app.events,
+                             self.completer, concurrency=concurrency, owner=self.id,
+                             claim_batch=self.settings.claim_batch, claim_ahead=claim_ahead,
+                             notify=self._notify, on_fatal=fatal, on_start=self._on_start,
+                             on_child_start=self.timeouts.arm_late)
+        self.executor = self.intake.executor
+        self.ahead = self.intake.ahead
         self.maintainer = Maintainer(
             self._maint_store, self.id, self.settings, app.events, on_fatal=fatal,
             reap=self.settings.reaper_interval > 0,
@@ -175,8 +176,7 @@ class Worker:
         while sd.phase == Phase.DRAINING:
             if self.registry.wait_empty(min(0.1, max(0.0, deadline - clock.monotonic()))):
                 break
-            if self.ahead is not None:  # the fetcher has stopped: its hand-back goes on here
-                self.ahead.hand_back_stale(clock.monotonic())
+            self.intake.hand_back_stale()  # the fetcher has stopped: its hand-back goes on here
             if clock.monotonic() >= deadline:
                 sd.force("shutdown_timeout reached")
         if sd.phase == Phase.FORCED:
@@ -283,13 +283,10 @@ class Worker:
             # claim reuses its request id (and its send time, which the trust window of the
             # jobs it got is counted from), so the store hands those jobs back to us.
             replay: tuple[str, float] | None = None
-            ahead = self.ahead
+            intake = self.intake
             while not self.shutdown.stopping:
-                if ahead is not None:
-                    t = clock.monotonic()
-                    ahead.hand_back_stale(t)
-                    ahead.update(t)
-                free = self.registry.wait_free(self._wait_at_most(0.5),
+                intake.before_claim()
+                free = self.registry.wait_free(intake.wait_at_most(0.5),
                                                lambda: self.shutdown.stopping)
                 if free <= 0 or self.shutdown.stopping:
                     continue
@@ -310,7 +307,7 @@ class Worker:
                     if not jobs:
                         replay = None
                         self.store.wait_for_jobs(
-                            self.queues, self._wait_at_most(self.settings.poll_interval))
+                            self.queues, intake.wait_at_most(self.settings.poll_interval))
                 except Exception as exc:
                     if classify(exc) == "gone":
                         self._fatal(exc)
@@ -325,18 +322,11 @@ class Worker:
                 replay = None
                 backoff, streak = 0.05, 0
                 self.health.ok()
-                queued = [e for e in (self._start(job, sent + self.settings.lease_ttl)
-                                      for job in jobs) if e is not None]
-                if queued and ahead is not None:
-                    self.registry.queue(queued, ahead.wake(len(queued)))
-                if isinstance(self.executor, ProcessPool):
-                    self.executor.dispatch()  # the whole claim: one write per child
+                intake.hand_over([e for e in (self._start(job, sent + self.settings.lease_ttl)
+                                              for job in jobs) if e is not None])
         except BaseException as exc:
             log.critical("fetcher died", exc_info=True)
             self._fatal(exc)
-
-    def _wait_at_most(self, seconds: float) -> float:
-        return seconds if self.ahead is None else self.ahead.wait_at_most(seconds)
 
     def _fetch_failed(self, exc: BaseException, sent: float, streak: int) -> None:
         self.health.failed(exc, sent)
@@ -371,7 +361,7 @@ class Worker:
         if self.shutdown.phase == Phase.FORCED:
             entry.interrupt(ShuttingDown)
         if isinstance(self.executor, Executor):  # a process pool arms it when the child starts
-            self._add_deadline(entry, task)
+            self.timeouts.arm(entry, task)
         self.executor.submit(entry, task)
         return None
 
@@ -380,37 +370,10 @@ class Worker:
         job = entry.ctx.job
         self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
                              detail={"task": job.task, "queue": job.queue})
-        self._add_deadline(entry, task)
-
-    def _add_deadline(self, entry: Running, task: Task[Any, Any]) -> None:
-        timeout = task.config.timeout
-        if timeout is not None:
-            entry.extra["deadline"] = self.deadlines.add(timeout, lambda: self._timed_out(entry))
-
-    def _arm_deadline(self, entry: Running, late: float) -> None:
-        """Start the attempt's timeout, ``late`` seconds after the handler started."""
-        task = self.app.tasks.get(entry.ctx.task)
-        timeout = task.options.timeout if task is not None else None
-        if timeout is not None:
-            entry.extra["deadline"] = self.deadlines.add(max(0.0, timeout - late),
-                                                         lambda: self._timed_out(entry))
-
-    def _timed_out(self, entry: Running) -> None:
-        if not self.registry.settle_once(entry):
-            return
-        task = self.app.tasks[entry.ctx.task]
-        log.warning("job %s attempt %s timed out after %ss", entry.ctx.id, entry.ctx.attempt,
-                    task.config.timeout)
-        entry.extra["timed_out"] = True
-        entry.interrupt(LeaseInterrupted)
-        self._settle(entry, Outcome(
-            entry.lease, "error", error=f"timed out after {task.config.timeout}s",
-            reason="timeout", retry_delay=task.config.retry.delay(entry.ctx.job.failures + 1)))
+        self.timeouts.arm(entry, task)
 
     def _settle(self, entry: Running, outcome: Outcome | None) -> None:
-        handle = entry.extra.get("deadline")
-        if isinstance(handle, int):
-            self.deadlines.cancel(handle)
+        self.timeouts.cancel(entry)
         if outcome is None:
             ctx = entry.ctx
             if ctx.completed_in_transaction:

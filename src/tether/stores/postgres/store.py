@@ -61,6 +61,7 @@ from tether.stores.postgres.listen import Listener
 from tether.stores.postgres.ops import OpsMixin
 from tether.stores.postgres.plumbing import race
 from tether.stores.postgres.schedules import SchedulesMixin
+from tether.stores.records import job_of
 from tether.stores.urls import redact
 from tether.text import clean_error
 
@@ -185,7 +186,7 @@ class PostgresStore(SchedulesMixin, AsyncMixin, OpsMixin, Admin):
         else:
             params["queues"] = list(queues)
             rows = self._rows("claim_queues", params)
-        return [Job(*row) for row in rows]
+        return [job_of(row) for row in rows]
 
     def heartbeat(
         self,

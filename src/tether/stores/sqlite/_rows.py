@@ -10,6 +10,7 @@ from typing import Any
 from tether.limits import check_json_text
 from tether.stores import queries
 from tether.stores.base import Job, Lease, Outcome
+from tether.stores.records import job_of
 from tether.text import clean_optional
 
 SCHEMA_VERSION = 3
@@ -43,7 +44,7 @@ def store_now(conn: sqlite3.Connection, now: float | None) -> float:
 
 def job_from_row(row: Sequence[Any]) -> Job:
     """A row selected with the base.Job column list (cancel_requested is stored as 0/1)."""
-    return Job(*(*row[:24], row[24] == 1, row[25], row[26]))
+    return job_of((*row[:24], row[24] == 1, row[25], row[26]))
 
 
 class FinishPlan:
@@ -65,10 +66,12 @@ class FinishPlan:
         self.slots: list[tuple[int, int]] = []
         rounds: list[list[list[Any]]] = []
         seen: list[set[int]] = []
-        sent: dict[tuple[Lease, str], tuple[int, int]] = {}
+        # Keyed by the lease's fields, not the Lease: a tuple of builtins hashes in C, the
+        # dataclass's __hash__ is a Python call per outcome.
+        sent: dict[tuple[int, int, str, str, str], tuple[int, int]] = {}
         for o in outcomes:
             lease = o.lease
-            key = (lease, o.kind)
+            key = (lease.job_id, lease.attempt, lease.owner, lease.token, o.kind)
             if key in sent:
                 self.slots.append(sent[key])
                 continue
