@@ -28,7 +28,7 @@ import json
 import os
 import select
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tether.stores.base import Job, Lease, Outcome
@@ -49,11 +49,14 @@ class ProtocolError(Exception):
     """The other side sent something that is not a message (it died mid-write, or a bug)."""
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # one, not one per dumps
+
+
 def encode(header: Header, blobs: Sequence[str | None] = ()) -> bytes:
     data = [None if b is None else b.encode() for b in blobs]
     if data:
         header = {**header, "n": [-1 if d is None else len(d) for d in data]}
-    line = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    line = _ENCODER.encode(header).encode() + b"\n"
     return line + b"".join(d for d in data if d)
 
 
@@ -96,6 +99,18 @@ class Reader:
         if select.select([self.fd], [], [], 0)[0] and self._fill():
             while (msg := self._cut()) is not None:
                 out.append(msg)
+        return out
+
+    def take(self) -> list[Message] | None:
+        """What has arrived, with exactly one read (call it when the pipe is readable: it
+        blocks otherwise); None at end of file, ProtocolError if a message was cut short."""
+        if not self._fill():
+            if len(self._buf) > self._pos:
+                raise ProtocolError("truncated message")
+            return None
+        out: list[Message] = []
+        while (msg := self._cut()) is not None:
+            out.append(msg)
         return out
 
     def _fill(self) -> bool:
@@ -153,10 +168,15 @@ class Writer:
         self.send_bytes(b"".join(encode(h, b) for h, b in messages))
 
     def send_bytes(self, data: bytes) -> None:
-        view = memoryview(data)
+        self.flush(lambda: data)
+
+    def flush(self, take: Callable[[], bytes]) -> None:
+        """Write what ``take()`` returns, called under this writer's lock: what callers take
+        in turn is written in turn."""
         with self._lock:
             if self._fd is None:
                 raise BrokenPipeError("pipe closed")
+            view = memoryview(take())
             while view:
                 view = view[os.write(self._fd, view):]
 
