@@ -180,6 +180,8 @@ class ChildLoop:
         op = header["op"]
         if op == "run":
             self.pending.append(msg)
+        elif op == "runs":
+            self.pending.extend(wire.split_runs(*msg))
         elif op == "withdraw":
             key = (header.get("job"), header.get("attempt"))
             for queued in self.pending:

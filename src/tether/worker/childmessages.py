@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from tether import clock
 from tether.errors import ConfigError, LeaseInterrupted, StoreError
 from tether.events import Events
-from tether.stores.base import Outcome, Store
+from tether.stores.base import Job, Outcome, Store
 from tether.worker import wire
 from tether.worker.children import Child, State, describe_exit
 from tether.worker.fleet import Fleet
@@ -77,16 +77,28 @@ class ChildMessages:
         self._post(child, wire.encode(header))
 
     def _post(self, child: Child, data: bytes = b"") -> bool:
-        """Write what the pool queued for ``child`` (``Child.outbox``), then ``data``; False if
-        its pipe is closed. Messages reach a child in the order they were queued under the
-        lock, yet no write happens under it: the writer's lock is held from taking the
-        outbox to the end of the write (never the other way round)."""
+        """Write what the pool queued for ``child`` (``Child.outbox``: jobs and messages), then
+        ``data``; False if its pipe is closed. Messages reach a child in the order they were
+        queued under the lock, yet nothing is encoded or written under it: the writer's lock
+        is held from taking the outbox to the end of the write (never the other way round)."""
 
         def take() -> bytes:
             with self._cond:
-                out = b"".join(child.outbox) + data
-                child.outbox.clear()
-            return out
+                queued, child.outbox = child.outbox, []
+            out: list[bytes] = []
+            jobs: list[Job] = []
+            for item in queued:  # consecutive jobs: one ``runs`` message
+                if isinstance(item, bytes):
+                    if jobs:
+                        out.append(wire.encode_runs(jobs))
+                        jobs = []
+                    out.append(item)
+                else:
+                    jobs.append(item.ctx.job)
+            if jobs:
+                out.append(wire.encode_runs(jobs))
+            out.append(data)
+            return b"".join(out)
 
         try:
             child.writer.flush(take)

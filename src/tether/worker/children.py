@@ -52,7 +52,7 @@ class Child:
     entry: Running | None = None  # the attempt it runs (it said ``start``), at most one
     started_at: float = 0.0  # monotonic time ``entry`` started in the child
     ahead: deque[Running] = field(default_factory=deque)  # sent, not started, in order
-    outbox: list[bytes] = field(default_factory=list)  # queued under the lock, not written
+    outbox: list[bytes | Running] = field(default_factory=list)  # queued, not yet written
     ahead_bytes: int = 0  # their run messages' size (bounded: the pipe never fills)
     withdrawn: dict[tuple[int, int], Running] = field(default_factory=dict)  # not acked yet
     assigned: int = 0  # attempts ever sent to it (max_tasks_per_child bounds this)

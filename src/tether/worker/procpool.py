@@ -160,7 +160,7 @@ class ProcessPool(ChildMessages):
     def submit(self, entry: Running, task: Task[Any, Any]) -> None:
         """Queue an attempt; the fetcher sends its whole claim with :meth:`dispatch`."""
         entry.on_interrupt = self._interrupted
-        entry.extra["wire"] = wire.encode(*wire.run_message(entry.ctx.job))  # not under the lock
+        entry.extra["bytes"] = wire.run_size(entry.ctx.job)  # not under the lock
         with self._cond:
             entry.extra["queued_at"] = clock.monotonic()
             self._queue.append(entry)
@@ -175,29 +175,27 @@ class ProcessPool(ChildMessages):
 
         The jobs are assigned and queued in each child's outbox under the lock, in order (a
         child starts them in the order they arrive, and must say ``start`` for them in the
-        order the worker assigned them); the writes happen after it (``_post``), so the
-        reader never waits on the lock for a write. A write to a busy child never blocks
-        (``AHEAD_BYTES``); an idle child is reading."""
+        order the worker assigned them); encoding (one ``runs`` message a batch) and writing
+        happen after it (``_post``), so the reader never waits on the lock for either. A write
+        to a busy child never blocks (``AHEAD_BYTES``, counted with ``wire.run_size``); an idle
+        child is reading."""
         touched: dict[Child, int] = {}
         with self._cond:
             now = clock.monotonic()
             while self._queue and not self.fleet.closing:
                 entry = self._queue[0]
-                message = entry.extra.get("wire")
-                if not isinstance(message, bytes):
-                    message = entry.extra["wire"] = wire.encode(*wire.run_message(entry.ctx.job))
-                child = self.ahead.pick(now, len(message))
+                size = int(entry.extra.get("bytes", 0))  # type: ignore[call-overload]
+                child = self.ahead.pick(now, size)
                 if child is None:
                     break  # a big one waits for an idle child
                 self._queue.popleft()
                 entry.extra["child"] = child.pid
-                entry.extra["bytes"] = len(message)
                 child.ahead.append(entry)
-                child.ahead_bytes += len(message)
+                child.ahead_bytes += size
                 child.assigned += 1
                 child.state = State.BUSY
                 self._running[entry] = child
-                child.outbox.append(message)
+                child.outbox.append(entry)  # encoded by _post, with the rest of the batch
                 touched[child] = touched.get(child, 0) + 1
         for child, n in touched.items():
             if not self._post(child):

@@ -12,6 +12,7 @@ a payload as stored and cost one slice to read instead of an escape and an unesc
 
 Messages, parent to child: ``init`` (spec, sys.path, log level, recycling limits), ``run``
 (job fields; blobs: payload, checkpoint, progress; several may be queued: jobs sent ahead),
+``runs`` (several ``run`` in one header: ``jobs``, a list of field lists; blobs: three a job),
 ``withdraw`` (a job sent ahead must not start), ``reply`` (to a fenced write), ``stop`` (why the
 running attempt is being stopped; SIGTERM follows). Child to parent: ``ready``, ``fatal`` (the
 app could not be loaded), ``start`` (the next job's handler starts now; the outcomes owed
@@ -190,9 +191,35 @@ class Writer:
 
 
 # -- jobs and outcomes ----------------------------------------------------------------------
-def run_message(job: Job) -> Message:
-    return ({"op": "run", "job": [getattr(job, f) for f in _JOB_FIELDS]},
-            [job.payload, job.checkpoint, job.progress])
+def run_size(job: Job) -> int:
+    """An upper bound of the bytes ``job`` adds to a ``runs`` message (no encoding done: a
+    character takes at most 6 bytes in the header, 4 in a blob)."""
+    size = 64
+    for name in _JOB_FIELDS:
+        value = getattr(job, name)
+        size += 6 * len(value) + 3 if isinstance(value, str) else 24
+    for blob in (job.payload, job.checkpoint, job.progress):
+        size += 12 + (4 * len(blob) if blob is not None else 0)
+    return size
+
+
+def encode_runs(jobs: Sequence[Job]) -> bytes:
+    """One ``runs`` message for several jobs, in order: one header to encode here and one to
+    parse in the child, instead of one per job. The child queues them as ``run`` messages."""
+    blobs: list[str | None] = []
+    fields = []
+    for job in jobs:
+        fields.append([getattr(job, f) for f in _JOB_FIELDS])
+        blobs += (job.payload, job.checkpoint, job.progress)
+    return encode({"op": "runs", "jobs": fields}, blobs)
+
+
+def split_runs(header: Header, blobs: list[str | None]) -> list[Message]:
+    """The ``run`` messages a ``runs`` message carries, in order."""
+    jobs = header["jobs"]
+    if len(blobs) != 3 * len(jobs):
+        raise ProtocolError("runs: blob count does not match")
+    return [({"op": "run", "job": job}, blobs[3 * i:3 * i + 3]) for i, job in enumerate(jobs)]
 
 
 def run_key(header: Header) -> tuple[int, int]:
