@@ -214,7 +214,12 @@ class ChildMessages:
             child.entry = None
             del self._running[entry]
             child.jobs += 1
-            self.ahead.learn(entry.ctx.task, clock.monotonic() - child.started_at)
+            # The handler's own time, as the child measured it: time until this message was
+            # read would count the worker's own delays, shrinking what it sends ahead just
+            # when it is slow, which slows it further.
+            took = header.get("took")
+            self.ahead.learn(entry.ctx.task, float(took) if isinstance(took, int | float)
+                             else clock.monotonic() - child.started_at)
             if child.load == 0:
                 child.state = State.IDLE
         self._finish(entry, outcome)  # the reader dispatches once per round

@@ -30,6 +30,7 @@ from tether.worker import wire
 from tether.worker.children import Child
 
 log = logging.getLogger("tether.pool")
+PER_CHILD = bool(os.environ.get("POOL3_PER_CHILD"))
 
 
 class PipeReader:
@@ -60,6 +61,10 @@ class PipeReader:
 
     def add(self, child: Child) -> None:
         """Read ``child``'s pipe from now on (any thread)."""
+        if PER_CHILD:
+            threading.Thread(target=self._run_one, args=(child,), daemon=True,
+                             name=f"tether-pool-{child.pid}").start()
+            return
         with self._lock:
             self._new.append(child)
         self._wake()
@@ -109,7 +114,15 @@ class PipeReader:
             for fd in fds:
                 os.close(fd)
 
-    def _read(self, child: Child) -> bool:
+    def _run_one(self, child: Child) -> None:
+        while True:
+            more = self._read(child, alone=True)
+            if more is None:
+                return
+            if more:
+                self._on_round()
+
+    def _read(self, child: Child, alone: bool = False) -> bool | None:
         """Handle what ``child`` wrote; whether a message was handled."""
         try:
             messages = child.reader.take()
@@ -125,6 +138,10 @@ class PipeReader:
                          exc_info=True)
             child.signal(signal.SIGKILL)
             self._on_fatal(exc)
+        if alone:
+            child.reader.close()
+            self._on_end(child)
+            return None
         self._selector.unregister(child.reader.fd)
         child.reader.close()
         threading.Thread(target=self._on_end, args=(child,), daemon=True,

@@ -181,11 +181,11 @@ class ProcessPool(ChildMessages):
         child is reading."""
         touched: dict[Child, int] = {}
         with self._cond:
-            now = clock.monotonic()
+            chooser = self.ahead.chooser(clock.monotonic())
             while self._queue and not self.fleet.closing:
                 entry = self._queue[0]
                 size = int(entry.extra.get("bytes", 0))  # type: ignore[call-overload]
-                child = self.ahead.pick(now, size)
+                child = chooser.pick(size)
                 if child is None:
                     break  # a big one waits for an idle child
                 self._queue.popleft()
@@ -196,6 +196,7 @@ class ProcessPool(ChildMessages):
                 child.state = State.BUSY
                 self._running[entry] = child
                 child.outbox.append(entry)  # encoded by _post, with the rest of the batch
+                chooser.took(child)
                 touched[child] = touched.get(child, 0) + 1
         for child, n in touched.items():
             if not self._post(child):
