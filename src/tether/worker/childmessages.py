@@ -1,10 +1,10 @@
 """What process-pool children say to their worker, and what their exit means.
 
-One reader thread (``pipereader``) reads every child's pipe, each in order, so a child's
-messages are handled in the order it sent them: the outcome of one job before the ``start`` of
-the next (the child flushes both in one write before the next handler runs). That order is
-what makes a child's end precise: the attempt it had said ``start`` for and not reported ends
-as ``stalled``; the jobs it held and never said ``start`` for never ran and go back as
+A reader thread per child (``pipereader``) reads its pipe in order, so a child's messages are
+handled in the order it sent them: the outcome of one job before the ``start`` of the next
+(the child flushes both in one write before the next handler runs). That order is what makes
+a child's end precise: the attempt it had said ``start`` for and not reported ends as
+``stalled``; the jobs it held and never said ``start`` for never ran and go back as
 ``released``.
 """
 
@@ -15,7 +15,6 @@ import signal
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from tether import clock
 from tether.errors import ConfigError, LeaseInterrupted, StoreError
@@ -58,7 +57,6 @@ class ChildMessages:
     ahead: Ahead
     _cond: threading.Condition
     pipes: PipeReader
-    _writes: ThreadPoolExecutor | None
     _queue: deque[Running]
     _running: dict[Running, Child]
     _on_fatal: Callable[[BaseException], None]
@@ -114,8 +112,8 @@ class ChildMessages:
             self._handle(child, header, blobs)
 
     def _on_end(self, child: Child) -> None:
-        """The child's pipe is closed and every message before read: reap it, end what it held
-        (a thread of its own: the reap may wait ``stop_grace``)."""
+        """The child's pipe is closed and every message before it handled: reap it and end
+        what it held."""
         try:
             child.writer.close()
             returncode = child.reap(self.config.stop_grace)
@@ -126,23 +124,6 @@ class ChildMessages:
             self._on_fatal(exc)
         finally:
             child.gone.set()
-
-    def _write_later(self, child: Child, header: wire.Header, blobs: list[str | None]) -> None:
-        """A fenced write is a store call: made on a thread of its own, never by the reader,
-        so a slow store delays no other child's messages (its child waits for the reply)."""
-        with self._cond:
-            if self._writes is None:
-                self._writes = ThreadPoolExecutor(1, thread_name_prefix="tether-pool-write")
-            writes = self._writes
-        writes.submit(self._write_logged, child, header, blobs)
-
-    def _write_logged(self, child: Child, header: wire.Header, blobs: list[str | None]) -> None:
-        try:
-            self._fenced_write(child, header, blobs)
-        except BaseException:
-            log.exception("process pool: a fenced write from child %d failed", child.pid)
-            self._send(child, {"op": "reply", "seq": header.get("seq"), "ok": False,
-                               "error": "the worker could not make the write"})
 
     def _handle(self, child: Child, header: wire.Header, blobs: list[str | None]) -> None:
         op = header["op"]
@@ -156,7 +137,7 @@ class ChildMessages:
             with self._cond:
                 child.withdrawn.pop((header["job"], header["attempt"]), None)
         elif op == "write":
-            self._write_later(child, header, blobs)
+            self._fenced_write(child, header, blobs)
         elif op == "retire":
             self._retire(child, str(header.get("why")))
         elif op == "ready":

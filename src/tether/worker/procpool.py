@@ -41,7 +41,6 @@ import signal
 import sys
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tether import clock
@@ -105,7 +104,6 @@ class ProcessPool(ChildMessages):
                            on_fatal=on_fatal, on_tick=self._tick)
         self._cond = self.fleet.cond  # one lock for the children and the attempts
         self.ahead = Ahead(self.fleet, config.max_tasks_per_child)
-        self._writes: ThreadPoolExecutor | None = None  # fenced writes, made when asked
         self.pipes = PipeReader(self._on_messages, self._dispatch, self._on_end, on_fatal)
 
     @staticmethod
@@ -117,7 +115,6 @@ class ProcessPool(ChildMessages):
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self, timeout: float = START_TIMEOUT) -> None:
         """Start the children and wait until every one has imported the app."""
-        self.pipes.start()
         error = self.fleet.start(timeout)
         if error is not None:
             self.stop()
@@ -143,11 +140,6 @@ class ProcessPool(ChildMessages):
             if not child.gone.wait(max(0.0, deadline - clock.monotonic())):
                 child.signal(signal.SIGKILL)
                 child.gone.wait(2.0)
-        self.pipes.close(2.0)
-        with self._cond:
-            writes, self._writes = self._writes, None
-        if writes is not None:
-            writes.shutdown(wait=False)
 
     def pids(self) -> list[int]:
         return self.fleet.pids()

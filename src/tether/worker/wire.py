@@ -103,8 +103,8 @@ class Reader:
         return out
 
     def take(self) -> list[Message] | None:
-        """What has arrived, with exactly one read (call it when the pipe is readable: it
-        blocks otherwise); None at end of file, ProtocolError if a message was cut short."""
+        """Every message that has arrived, with exactly one read (which waits for data when
+        none is there); None at end of file, ProtocolError if a message was cut short."""
         if not self._fill():
             if len(self._buf) > self._pos:
                 raise ProtocolError("truncated message")
