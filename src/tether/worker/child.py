@@ -180,6 +180,8 @@ class ChildLoop:
         op = header["op"]
         if op == "run":
             self.pending.append(msg)
+        elif op == "runs":
+            self.pending.extend(wire.split_runs(*msg))
         elif op == "withdraw":
             key = (header.get("job"), header.get("attempt"))
             for queued in self.pending:
@@ -264,7 +266,9 @@ class ChildLoop:
         self.current = None
         if self.terminating:  # stopped (a handler that swallowed the SystemExit): report nothing
             raise SystemExit(128 + signal.SIGTERM)
-        self.outbox.append(wire.outcome_message(ctx.lease, outcome))
+        message = wire.outcome_message(ctx.lease, outcome)
+        message[0]["took"] = clock.monotonic() - start[2]  # the handler alone (``sendahead``)
+        self.outbox.append(message)
         self.jobs += 1
         why = self._retire_why()
         if why is not None:  # nothing more starts here; the worker takes back what is queued

@@ -1,10 +1,11 @@
 """What process-pool children say to their worker, and what their exit means.
 
-One reader thread per child reads its pipe in order, so a child's messages are handled in the
-order it sent them: the outcome of one job before the ``start`` of the next (the child flushes
-both in one write before the next handler runs). That order is what makes a child's end
-precise: the attempt it had said ``start`` for and not reported ends as ``stalled``; the jobs it
-held and never said ``start`` for never ran and go back as ``released``.
+A reader thread per child (``pipereader``) reads its pipe in order, so a child's messages are
+handled in the order it sent them: the outcome of one job before the ``start`` of the next
+(the child flushes both in one write before the next handler runs). That order is what makes
+a child's end precise: the attempt it had said ``start`` for and not reported ends as
+``stalled``; the jobs it held and never said ``start`` for never ran and go back as
+``released``.
 """
 
 from __future__ import annotations
@@ -18,18 +19,16 @@ from collections.abc import Callable
 from tether import clock
 from tether.errors import ConfigError, LeaseInterrupted, StoreError
 from tether.events import Events
-from tether.stores.base import Outcome, Store
+from tether.stores.base import Job, Outcome, Store
 from tether.worker import wire
 from tether.worker.children import Child, State, describe_exit
 from tether.worker.fleet import Fleet
+from tether.worker.pipereader import PipeReader
 from tether.worker.poolconfig import PoolConfig
 from tether.worker.registry import Running
 from tether.worker.sendahead import Ahead
 
 log = logging.getLogger("tether.pool")
-#: How long a child's reader waits before reading again while the child is busy with jobs it
-#: holds (seconds): each read then takes several messages.
-LINGER = 0
 
 
 def stopped_outcome(entry: Running) -> Outcome | None:
@@ -57,6 +56,7 @@ class ChildMessages:
     fleet: Fleet
     ahead: Ahead
     _cond: threading.Condition
+    pipes: PipeReader
     _queue: deque[Running]
     _running: dict[Running, Child]
     _on_fatal: Callable[[BaseException], None]
@@ -71,47 +71,59 @@ class ChildMessages:
     def _finish(self, entry: Running, outcome: Outcome | None) -> None:
         raise NotImplementedError
 
-    @staticmethod
-    def _send(child: Child, header: wire.Header) -> None:
+    def _send(self, child: Child, header: wire.Header) -> None:
+        self._post(child, wire.encode(header))
+
+    def _post(self, child: Child, data: bytes = b"") -> bool:
+        """Write what the pool queued for ``child`` (``Child.outbox``: jobs and messages), then
+        ``data``; False if its pipe is closed. Messages reach a child in the order they were
+        queued under the lock, yet nothing is encoded or written under it: the writer's lock
+        is held from taking the outbox to the end of the write (never the other way round)."""
+
+        def take() -> bytes:
+            with self._cond:
+                queued, child.outbox = child.outbox, []
+            out: list[bytes] = []
+            jobs: list[Job] = []
+            for item in queued:  # consecutive jobs: one ``runs`` message
+                if isinstance(item, bytes):
+                    if jobs:
+                        out.append(wire.encode_runs(jobs))
+                        jobs = []
+                    out.append(item)
+                else:
+                    jobs.append(item.ctx.job)
+            if jobs:
+                out.append(wire.encode_runs(jobs))
+            out.append(data)
+            return b"".join(out)
+
         try:
-            child.writer.send(header)
+            child.writer.flush(take)
         except OSError:
-            pass
+            return False
+        return True
 
     def _reader_for(self, child: Child) -> None:
-        child.thread = threading.Thread(target=self._read_loop, args=(child,), daemon=True,
-                                        name=f"tether-pool-{child.pid}")
-        child.thread.start()
+        self.pipes.add(child)
 
-    def _read_loop(self, child: Child) -> None:
+    def _on_messages(self, child: Child, messages: list[wire.Message]) -> None:
+        for header, blobs in messages:
+            self._handle(child, header, blobs)
+
+    def _on_end(self, child: Child) -> None:
+        """The child's pipe is closed and every message before it handled: reap it and end
+        what it held."""
         try:
-            while True:
-                try:
-                    msg = child.reader.read()
-                    if msg is None:
-                        break
-                    self._handle(child, *msg)
-                    if LINGER and child.load > 1 and not child.reader.buffered():
-                        # It has jobs to go on with and will write again soon: read what
-                        # piles up meanwhile in one wake-up instead of one per job.
-                        clock.sleep(LINGER)
-                except (OSError, ValueError, KeyError, TypeError, wire.ProtocolError) as exc:
-                    log.error("child %d: broken pipe protocol (%s); killing it", child.pid, exc)
-                    child.signal(signal.SIGKILL)
-                    break
-        except BaseException as exc:
-            log.critical("process pool reader of child %d died", child.pid, exc_info=True)
-            self._on_fatal(exc)
-        finally:
-            child.reader.close()
             child.writer.close()
             returncode = child.reap(self.config.stop_grace)
-            try:
-                self._exited(child, returncode)
-            except BaseException as exc:
-                log.critical("process pool: handling the exit of child %d failed", child.pid,
-                             exc_info=True)
-                self._on_fatal(exc)
+            self._exited(child, returncode)
+        except BaseException as exc:
+            log.critical("process pool: handling the exit of child %d failed", child.pid,
+                         exc_info=True)
+            self._on_fatal(exc)
+        finally:
+            child.gone.set()
 
     def _handle(self, child: Child, header: wire.Header, blobs: list[str | None]) -> None:
         op = header["op"]
@@ -131,8 +143,7 @@ class ChildMessages:
         elif op == "ready":
             with self._cond:
                 self.fleet.ready(child)
-            log.debug("child %d ready", child.pid)
-            self._dispatch()
+            log.debug("child %d ready", child.pid)  # the reader's round dispatches
         elif op == "fatal":
             child.fatal = str(header.get("error"))
             log.error("child %d: %s", child.pid, child.fatal)
@@ -184,11 +195,15 @@ class ChildMessages:
             child.entry = None
             del self._running[entry]
             child.jobs += 1
-            self.ahead.learn(entry.ctx.task, clock.monotonic() - child.started_at)
+            # The handler's own time, as the child measured it: time until this message was
+            # read would count the worker's own delays, shrinking what it sends ahead just
+            # when it is slow, which slows it further.
+            took = header.get("took")
+            self.ahead.learn(entry.ctx.task, float(took) if isinstance(took, int | float)
+                             else clock.monotonic() - child.started_at)
             if child.load == 0:
                 child.state = State.IDLE
-        self._finish(entry, outcome)
-        self._dispatch()
+        self._finish(entry, outcome)  # the reader dispatches once per round
 
     def _retire(self, child: Child, why: str) -> None:
         """The child starts nothing more (recycled between jobs): what it held goes to others."""

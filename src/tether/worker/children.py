@@ -52,6 +52,7 @@ class Child:
     entry: Running | None = None  # the attempt it runs (it said ``start``), at most one
     started_at: float = 0.0  # monotonic time ``entry`` started in the child
     ahead: deque[Running] = field(default_factory=deque)  # sent, not started, in order
+    outbox: list[bytes | Running] = field(default_factory=list)  # queued, not yet written
     ahead_bytes: int = 0  # their run messages' size (bounded: the pipe never fills)
     withdrawn: dict[tuple[int, int], Running] = field(default_factory=dict)  # not acked yet
     assigned: int = 0  # attempts ever sent to it (max_tasks_per_child bounds this)
@@ -60,7 +61,7 @@ class Child:
     kill_at: float | None = None  # monotonic time of the SIGKILL that follows a SIGTERM
     killed: bool = False
     fatal: str | None = None  # why it could not load the app
-    thread: threading.Thread | None = field(default=None, repr=False)
+    gone: threading.Event = field(default_factory=threading.Event, repr=False)  # reaped, ended
 
     @property
     def pid(self) -> int:

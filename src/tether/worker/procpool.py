@@ -52,6 +52,7 @@ from tether.worker import sendahead, wire
 from tether.worker.childmessages import ChildMessages, key_of, stopped_outcome
 from tether.worker.children import Child, State
 from tether.worker.fleet import Fleet
+from tether.worker.pipereader import PipeReader
 from tether.worker.poolconfig import PoolConfig
 from tether.worker.registry import Registry, Running
 from tether.worker.sendahead import Ahead
@@ -103,6 +104,7 @@ class ProcessPool(ChildMessages):
                            on_fatal=on_fatal, on_tick=self._tick)
         self._cond = self.fleet.cond  # one lock for the children and the attempts
         self.ahead = Ahead(self.fleet, config.max_tasks_per_child)
+        self.pipes = PipeReader(self._on_messages, self._dispatch, self._on_end, on_fatal)
 
     @staticmethod
     def capacity(concurrency: int) -> int:
@@ -135,11 +137,9 @@ class ProcessPool(ChildMessages):
             child.writer.close()
         deadline = clock.monotonic() + 2.0 + self.config.stop_grace
         for child in children:
-            if child.thread is not None:
-                child.thread.join(max(0.0, deadline - clock.monotonic()))
-                if child.thread.is_alive():
-                    child.signal(signal.SIGKILL)
-                    child.thread.join(2.0)
+            if not child.gone.wait(max(0.0, deadline - clock.monotonic())):
+                child.signal(signal.SIGKILL)
+                child.gone.wait(2.0)
 
     def pids(self) -> list[int]:
         return self.fleet.pids()
@@ -152,6 +152,7 @@ class ProcessPool(ChildMessages):
     def submit(self, entry: Running, task: Task[Any, Any]) -> None:
         """Queue an attempt; the fetcher sends its whole claim with :meth:`dispatch`."""
         entry.on_interrupt = self._interrupted
+        entry.extra["bytes"] = wire.run_size(entry.ctx.job)  # not under the lock
         with self._cond:
             entry.extra["queued_at"] = clock.monotonic()
             self._queue.append(entry)
@@ -164,41 +165,37 @@ class ProcessPool(ChildMessages):
     def _dispatch(self) -> None:
         """Send waiting attempts to children, several per write to a child.
 
-        The writes happen under the lock: two threads dispatching at once must not reorder
-        one child's jobs (it starts them in the order they arrive, and must say ``start`` for
-        them in the order the worker assigned them). A write to a busy child never blocks
-        (``AHEAD_BYTES``); an idle child is reading."""
-        sent: list[tuple[Child, int]] = []
+        The jobs are assigned and queued in each child's outbox under the lock, in order (a
+        child starts them in the order they arrive, and must say ``start`` for them in the
+        order the worker assigned them); encoding (one ``runs`` message a batch) and writing
+        happen after it (``_post``), so the reader never waits on the lock for either. A write
+        to a busy child never blocks (``AHEAD_BYTES``, counted with ``wire.run_size``); an idle
+        child is reading."""
+        touched: dict[Child, int] = {}
         with self._cond:
-            sends: dict[Child, list[bytes]] = {}
-            now = clock.monotonic()
+            chooser = self.ahead.chooser(clock.monotonic())
             while self._queue and not self.fleet.closing:
                 entry = self._queue[0]
-                message = entry.extra.get("wire")
-                if not isinstance(message, bytes):
-                    message = entry.extra["wire"] = wire.encode(*wire.run_message(entry.ctx.job))
-                child = self.ahead.pick(now, len(message))
+                size = int(entry.extra.get("bytes", 0))  # type: ignore[call-overload]
+                child = chooser.pick(size)
                 if child is None:
                     break  # a big one waits for an idle child
                 self._queue.popleft()
                 entry.extra["child"] = child.pid
-                entry.extra["bytes"] = len(message)
                 child.ahead.append(entry)
-                child.ahead_bytes += len(message)
+                child.ahead_bytes += size
                 child.assigned += 1
                 child.state = State.BUSY
                 self._running[entry] = child
-                sends.setdefault(child, []).append(message)
-            for child, batch in sends.items():
-                try:
-                    child.writer.send_bytes(b"".join(batch))
-                except OSError:
-                    # It died: its reader sees end of file after whatever it said, and sends
-                    # back as released every job it held and had not started.
-                    child.signal(signal.SIGKILL)
-                    continue
-                sent.append((child, len(batch)))
-        for child, n in sent:
+                child.outbox.append(entry)  # encoded by _post, with the rest of the batch
+                chooser.took(child)
+                touched[child] = touched.get(child, 0) + 1
+        for child, n in touched.items():
+            if not self._post(child):
+                # It died: its reader sees end of file after whatever it said, and sends
+                # back as released every job it held and had not started.
+                child.signal(signal.SIGKILL)
+                continue
             log.debug("%d job(s) -> child %d", n, child.pid)
 
     def _interrupted(self, entry: Running, why: type[Interrupted]) -> None:

@@ -12,6 +12,7 @@ a payload as stored and cost one slice to read instead of an escape and an unesc
 
 Messages, parent to child: ``init`` (spec, sys.path, log level, recycling limits), ``run``
 (job fields; blobs: payload, checkpoint, progress; several may be queued: jobs sent ahead),
+``runs`` (several ``run`` in one header: ``jobs``, a list of field lists; blobs: three a job),
 ``withdraw`` (a job sent ahead must not start), ``reply`` (to a fenced write), ``stop`` (why the
 running attempt is being stopped; SIGTERM follows). Child to parent: ``ready``, ``fatal`` (the
 app could not be loaded), ``start`` (the next job's handler starts now; the outcomes owed
@@ -28,7 +29,7 @@ import json
 import os
 import select
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tether.stores.base import Job, Lease, Outcome
@@ -49,11 +50,14 @@ class ProtocolError(Exception):
     """The other side sent something that is not a message (it died mid-write, or a bug)."""
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # one, not one per dumps
+
+
 def encode(header: Header, blobs: Sequence[str | None] = ()) -> bytes:
     data = [None if b is None else b.encode() for b in blobs]
     if data:
         header = {**header, "n": [-1 if d is None else len(d) for d in data]}
-    line = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    line = _ENCODER.encode(header).encode() + b"\n"
     return line + b"".join(d for d in data if d)
 
 
@@ -96,6 +100,18 @@ class Reader:
         if select.select([self.fd], [], [], 0)[0] and self._fill():
             while (msg := self._cut()) is not None:
                 out.append(msg)
+        return out
+
+    def take(self) -> list[Message] | None:
+        """Every message that has arrived, with exactly one read (which waits for data when
+        none is there); None at end of file, ProtocolError if a message was cut short."""
+        if not self._fill():
+            if len(self._buf) > self._pos:
+                raise ProtocolError("truncated message")
+            return None
+        out: list[Message] = []
+        while (msg := self._cut()) is not None:
+            out.append(msg)
         return out
 
     def _fill(self) -> bool:
@@ -153,10 +169,15 @@ class Writer:
         self.send_bytes(b"".join(encode(h, b) for h, b in messages))
 
     def send_bytes(self, data: bytes) -> None:
-        view = memoryview(data)
+        self.flush(lambda: data)
+
+    def flush(self, take: Callable[[], bytes]) -> None:
+        """Write what ``take()`` returns, called under this writer's lock: what callers take
+        in turn is written in turn."""
         with self._lock:
             if self._fd is None:
                 raise BrokenPipeError("pipe closed")
+            view = memoryview(take())
             while view:
                 view = view[os.write(self._fd, view):]
 
@@ -170,9 +191,35 @@ class Writer:
 
 
 # -- jobs and outcomes ----------------------------------------------------------------------
-def run_message(job: Job) -> Message:
-    return ({"op": "run", "job": [getattr(job, f) for f in _JOB_FIELDS]},
-            [job.payload, job.checkpoint, job.progress])
+def run_size(job: Job) -> int:
+    """An upper bound of the bytes ``job`` adds to a ``runs`` message, without encoding it: a
+    character takes at most 6 bytes in the header, 4 in a blob; any other field 24."""
+    texts = (job.task, job.queue, job.status, job.locked_by, job.failure_reason,
+             job.unique_key, job.lease_token)
+    size = 64 + 24 * len(_JOB_FIELDS) + 6 * sum(len(t) for t in texts if t)
+    for blob in (job.payload, job.checkpoint, job.progress):
+        if blob is not None:
+            size += 4 * len(blob)
+    return size
+
+
+def encode_runs(jobs: Sequence[Job]) -> bytes:
+    """One ``runs`` message for several jobs, in order: one header to encode here and one to
+    parse in the child, instead of one per job. The child queues them as ``run`` messages."""
+    blobs: list[str | None] = []
+    fields = []
+    for job in jobs:
+        fields.append([getattr(job, f) for f in _JOB_FIELDS])
+        blobs += (job.payload, job.checkpoint, job.progress)
+    return encode({"op": "runs", "jobs": fields}, blobs)
+
+
+def split_runs(header: Header, blobs: list[str | None]) -> list[Message]:
+    """The ``run`` messages a ``runs`` message carries, in order."""
+    jobs = header["jobs"]
+    if len(blobs) != 3 * len(jobs):
+        raise ProtocolError("runs: blob count does not match")
+    return [({"op": "run", "job": job}, blobs[3 * i:3 * i + 3]) for i, job in enumerate(jobs)]
 
 
 def run_key(header: Header) -> tuple[int, int]:
