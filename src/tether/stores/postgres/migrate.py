@@ -47,15 +47,8 @@ def too_new(found: int, known: int) -> SchemaError:
 
 
 def migrate(conn: Conn, schema: str, queries: dict[str, str]) -> int:
-    """Create or upgrade ``schema`` on ``conn`` (autocommit; statements bound to ``schema``).
-
-    A schema already at the latest version (every start of every process but the first) is
-    read and left alone: two reads instead of a seven-statement locking transaction, which a
-    worker paid before its first claim (issue #10). Versions only grow, so a read that sees the
-    latest needs no lock; anything else takes the locking path."""
+    """Create or upgrade ``schema`` on ``conn`` (autocommit; statements bound to ``schema``)."""
     known = migrations()
-    if current(conn, queries) == len(known):
-        return len(known)
     with conn.transaction():
         conn.execute(queries["migrate_lock"], {"schema": schema}, prepare=False)
         conn.execute(
@@ -66,10 +59,10 @@ def migrate(conn: Conn, schema: str, queries: dict[str, str]) -> int:
             sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)), prepare=False
         )
         conn.execute(queries["create_version_table"], prepare=False)
-        found = _version(conn, queries)
-        if found > len(known):
-            raise too_new(found, len(known))
-        for version, filename in known[found:]:
+        current = _version(conn, queries)
+        if current > len(known):
+            raise too_new(current, len(known))
+        for version, filename in known[current:]:
             conn.execute(named.read(MIGRATIONS_PACKAGE, filename).encode(), prepare=False)
             conn.execute(queries["record_version"], {"version": version}, prepare=False)
     return len(known)
