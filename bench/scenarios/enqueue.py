@@ -8,6 +8,11 @@ machine shared with other work, figures taken a minute apart differ by 2x (issue
 same code at 1.4x and 2.2x), so only a ratio measured under the same load means anything.
 The bare INSERT is also run into tether's own ``jobs`` table (same row shape and indexes), to
 tell what the table costs from what tether's statement and Python add.
+
+tether's enqueue skips its NOTIFY while no worker waits idle (a waiting worker's listener holds
+the store's "jobs key", see producers.sql), as here, where no worker runs. So a third variant,
+``waited``, runs tether's enqueue while a connection holds that key as an idle worker does:
+the cost of the enqueue that wakes a worker.
 """
 
 from __future__ import annotations
@@ -26,19 +31,30 @@ from bench.common import PG_DSN, Config, Figure, isolated, pg_schema
 BLOCK = 200
 
 
-def _blocks(fns: dict[str, Callable[[], object]], n: int) -> dict[str, list[float]]:
-    """Seconds per operation of each block, the variants run round robin, n ops each."""
+def _blocks(fns: dict[str, Callable[[], object]], n: int,
+            around: dict[str, tuple[Callable[[], object], Callable[[], object]]] | None = None
+            ) -> dict[str, list[float]]:
+    """Seconds per operation of each block, the variants run round robin, n ops each;
+    ``around[name]`` runs (before, after) each of that variant's blocks, outside its timing."""
     out: dict[str, list[float]] = {name: [] for name in fns}
+    around = around or {}
     done = 0
     while done < n:
         size = min(BLOCK, n - done)
         for name, fn in fns.items():
+            before, after = around.get(name, (_nothing, _nothing))
+            before()
             t0 = time.perf_counter()
             for _ in range(size):
                 fn()
             out[name].append((time.perf_counter() - t0) / size)
+            after()
         done += size
     return out
+
+
+def _nothing() -> None:
+    return None
 
 
 def _insert(conn: psycopg.Connection[object], sql: str) -> Callable[[], object]:
@@ -52,13 +68,17 @@ def run(kind: str, cfg: Config) -> list[Figure]:
     insert_s: list[float] = []
     same_s: list[float] = []
     ratios: list[float] = []
+    waited_s: list[float] = []
+    waited_ratios: list[float] = []
     for _ in range(cfg.runs):
         with isolated(kind, cfg) as url:
             app = make_app(url)
             bare: psycopg.Connection[object] | None = None
+            holder: psycopg.Connection[object] | None = None
             try:
                 task = app.tasks[NOOP]
                 fns: dict[str, Callable[[], object]] = {"tether": task.enqueue}
+                around: dict[str, tuple[Callable[[], object], Callable[[], object]]] = {}
                 if kind == "postgres":
                     schema = pg_schema(url)
                     bare = psycopg.connect(PG_DSN, autocommit=True)
@@ -71,15 +91,26 @@ def run(kind: str, cfg: Config) -> list[Figure]:
                             "RETURNING id")
                     fns["bare"] = _insert(bare, slim)
                     fns["same"] = _insert(bare, same)
+                    fns["waited"] = task.enqueue
+                    holder = psycopg.connect(PG_DSN, autocommit=True)
+                    holder.execute(f'LISTEN "{schema}_jobs"')  # the NOTIFYs signal someone
+                    key = app.store._connector.jobs_key  # type: ignore[attr-defined]
+                    around["waited"] = (  # what an idle worker's listener holds while it waits
+                        lambda h=holder, k=key: h.execute(
+                            "SELECT pg_advisory_lock_shared(%s)", (k,)),
+                        lambda h=holder, k=key: h.execute(
+                            "SELECT pg_advisory_unlock_shared(%s)", (k,)))
                 for fn in fns.values():  # warm: connections, pool, prepared statements
                     for _ in range(min(50, n)):
                         fn()
-                blocks = _blocks(fns, n)
+                blocks = _blocks(fns, n, around)
                 single.append(1 / statistics.median(blocks["tether"]))
                 if bare is not None:
                     insert_s.append(statistics.median(blocks["bare"]))
                     same_s.append(statistics.median(blocks["same"]))
                     ratios.append(statistics.median(blocks["tether"]) / insert_s[-1])
+                    waited_s.append(statistics.median(blocks["waited"]))
+                    waited_ratios.append(waited_s[-1] / insert_s[-1])
                 calls: list[tuple[tuple[()], dict[str, object]]] = [((), {})] * n
                 t0 = time.perf_counter()
                 ids = task.enqueue_many(calls)
@@ -88,6 +119,8 @@ def run(kind: str, cfg: Config) -> list[Figure]:
             finally:
                 if bare is not None:
                     bare.close()
+                if holder is not None:
+                    holder.close()
                 app.close()
     figs = [
         Figure(kind, "enqueue", f"enqueue one by one ({n:,})", "jobs/s", single,
@@ -111,5 +144,9 @@ def run(kind: str, cfg: Config) -> list[Figure]:
         per_enqueue.expect("<=", 1.5, value=ratio.median,
                            text="<= 1.5x the bare INSERT round trip in the same run")
         per_enqueue.note = f"{ratio.median:.2f}x the bare INSERT round trip in the same run"
-        figs += [per_enqueue, ref, same_ref, ratio]
+        waited = Figure(kind, "enqueue", "single enqueue while a worker waits (NOTIFY sent)",
+                        "ms", [s * 1000 for s in waited_s],
+                        note=f"{statistics.median(waited_ratios):.2f}x the bare INSERT in the "
+                             "same run; an idle worker's listener holds the jobs key")
+        figs += [per_enqueue, ref, same_ref, ratio, waited]
     return figs

@@ -20,6 +20,7 @@ import dataclasses
 import enum
 import inspect
 import json
+import sys
 import types
 import typing
 from collections import abc
@@ -52,12 +53,19 @@ class Codec(Protocol):
 
 
 def _pydantic_base() -> type | None:
-    """pydantic's BaseModel when pydantic (v2) is importable; tether never requires it."""
-    try:
-        from pydantic import BaseModel
-    except ImportError:
+    """pydantic's BaseModel once the program has imported pydantic (v2), else None.
+
+    Never imports it: a model instance or a model class in an annotation can only exist after
+    pydantic was imported by whoever defined it, and importing it here cost every worker and
+    producer ~60 ms of start-up although most never carry a model (issue #10)."""
+    module = sys.modules.get("pydantic")
+    if module is None:
         return None
-    return BaseModel if hasattr(BaseModel, "model_validate") else None
+    try:
+        base = module.BaseModel
+    except (AttributeError, ImportError):  # v1, or still being imported by another thread
+        return None
+    return base if isinstance(base, type) and hasattr(base, "model_validate") else None
 
 
 class JSONCodec:
@@ -67,9 +75,14 @@ class JSONCodec:
     """
 
     def __init__(self) -> None:
-        self._pydantic = _pydantic_base()
+        self._pydantic: type | None = None  # found on first need: see _pydantic_base
         self._encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False,
                                          separators=(",", ":"), default=self._default)
+
+    def _model_base(self) -> type | None:
+        if self._pydantic is None:
+            self._pydantic = _pydantic_base()
+        return self._pydantic
 
     # -- encoding ---------------------------------------------------------------------------
     def encode(self, value: Any) -> Any:
@@ -122,7 +135,7 @@ class JSONCodec:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             return {f.name: self._encode(getattr(value, f.name), depth + 1)
                     for f in dataclasses.fields(value)}
-        if self._pydantic is not None and isinstance(value, self._pydantic):
+        if (model := self._model_base()) is not None and isinstance(value, model):
             return value.model_dump(mode="json")  # type: ignore[attr-defined]
         raise TypeError(f"cannot carry a {type(value).__module__}.{type(value).__qualname__} "
                         "as JSON (use plain values, datetime, date, UUID, Decimal, enums, "
@@ -179,7 +192,7 @@ class JSONCodec:
             fields = {k: self.decode(v, hints.get(k, Any)) for k, v in value.items()
                       if k in known}
             return cls(**fields)
-        if self._pydantic is not None and issubclass(cls, self._pydantic):
+        if (model := self._model_base()) is not None and issubclass(cls, model):
             return cls.model_validate(value)  # type: ignore[attr-defined]
         if cls in (list, dict, tuple, set, frozenset):
             return cls(value)

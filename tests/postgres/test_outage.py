@@ -84,15 +84,24 @@ def test_wait_for_jobs_never_raises_during_an_outage(
     proxy = fault_proxy("postgres")
     store = _through(proxy, pg.url)
     try:
-        assert store.wait_for_jobs(["q"], 0.05) is False  # LISTENing
+        store.wait_for_jobs(["q"], 0.05)  # LISTENing (a thread's first wait may end at once)
+        assert store.wait_for_jobs(["q"], 0.05) is False
         proxy.refuse(3.0)
         while proxy.refusing:
             assert store.wait_for_jobs(["q"], 0.2) in (True, False)
         # Back: a job enqueued now wakes the waiter again.
         _wait_until(lambda: store.wait_for_jobs(["q"], 0.2) is False, 5.0)
         woken: list[bool] = []
-        waiter = threading.Thread(target=lambda: woken.append(store.wait_for_jobs(["q"], 5)))
+        warm = threading.Event()
+
+        def wait() -> None:
+            store.wait_for_jobs(["q"], 0.01)  # this thread's first wait may end at once
+            warm.set()
+            woken.append(store.wait_for_jobs(["q"], 5))
+
+        waiter = threading.Thread(target=wait)
         waiter.start()
+        assert warm.wait(5)
         time.sleep(0.1)
         pg.enqueue([NewJob("t", queue="q")])
         waiter.join(10)

@@ -66,11 +66,14 @@ def _retried(call: Callable[[], int]) -> int:
 
 
 def _waiting_backends(pg: PostgresStore, store: object) -> int:
-    """How many backends of the worker's store sit idle after LISTEN (its listener)."""
+    """How many backends of the worker's store sit idle after LISTEN, or after taking the jobs
+    key that a waiting worker holds (its listener)."""
     name = getattr(store, "application_name", "")
     with pg.transaction() as conn:
         row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
-                           "AND query LIKE 'LISTEN%%' AND state = 'idle'", (name,)).fetchone()
+                           "AND (query LIKE 'LISTEN%%' OR query LIKE "
+                           "'%%pg_try_advisory_lock_shared%%') AND state = 'idle'",
+                           (name,)).fetchone()
     return int(row[0]) if row else 0
 
 

@@ -160,7 +160,8 @@ class PostgresAsyncProducer:
         transaction and commit or roll back with it."""
         if conn is not None and not isinstance(conn, psycopg.AsyncConnection):
             raise TypeError("conn= takes a psycopg AsyncConnection")
-        call = enqueue_call(jobs, now=None, channel=self._channel, request_id=request_id)
+        call = enqueue_call(jobs, now=None, channel=self._channel, request_id=request_id,
+                            jobs_key=self._connector.jobs_key, gate=conn is None)
         if call is None:
             return []
         rows = await self._rows(call.name, call.params, conn, retry_races=True)

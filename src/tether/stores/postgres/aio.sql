@@ -12,13 +12,14 @@ SELECT EXISTS (
     WHERE j.id IS NULL OR j.status IN ('done', 'failed', 'cancelled')
 )
 
--- name: done_key_share
--- Run by the listening connection while its process has finish waiters: the shared advisory
--- lock on the done key tells every finish "someone may wait, notify" (see finish in
--- queries.sql). Only tried: a finish holds the key exclusively for milliseconds, and the
--- listening thread must never block (queue wake-ups flow through it).
+-- name: key_share
+-- Run by the listening connection while its process has waiters: the shared advisory lock on
+-- the done key (finish waiters) tells every finish "someone may wait, notify" (see finish in
+-- queries.sql); the one on the jobs key (idle workers) tells every enqueue the same (see
+-- enqueue_one in producers.sql). Only tried: a finish or an enqueue holds its key exclusively
+-- for milliseconds, and the listening thread must never block (wake-ups flow through it).
 SELECT pg_try_advisory_lock_shared(%(key)s::bigint)
 
--- name: done_key_unshare
--- When the waiters are gone (and the linger passed): finishes may skip their NOTIFY again.
+-- name: key_unshare
+-- When the waiters are gone (and the linger passed): the writers may skip their NOTIFY again.
 SELECT pg_advisory_unlock_shared(%(key)s::bigint)

@@ -93,6 +93,8 @@ class Connector:
         self.done_channel = f"{self.schema}_done"
         #: The advisory lock key that says "a finish waiter listens" (queries.sql, finish).
         self.done_key = zlib.crc32(self.done_channel.encode())
+        #: The advisory lock key that says "a worker waits idle" (producers.sql, enqueue_one).
+        self.jobs_key = zlib.crc32(self.channel.encode())
         self.connect_timeout = connect_timeout
         self._kwargs: dict[str, Any] = {
             "autocommit": True,

@@ -25,15 +25,19 @@ class EnqueueCall:
 
 
 def enqueue_call(
-    jobs: Sequence[NewJob], *, now: float | None, channel: str, request_id: str | None
+    jobs: Sequence[NewJob], *, now: float | None, channel: str, request_id: str | None,
+    jobs_key: int, gate: bool
 ) -> EnqueueCall | None:
-    """None for an empty batch (nothing to send)."""
+    """None for an empty batch (nothing to send). ``gate``: the statement may skip its NOTIFY
+    when no worker waits (``jobs_key``, see producers.sql); false inside a caller's
+    transaction, where the key would be held until the caller commits."""
     limits.check_jobs(jobs)
     if request_id is not None:
         limits.check_text(request_id, "request_id", limit=limits.MAX_NAME)
     if not jobs:
         return None
-    base: dict[str, Any] = {"now": now, "channel": channel, "request_id": request_id}
+    base: dict[str, Any] = {"now": now, "channel": channel, "request_id": request_id,
+                            "jobs_key": jobs_key, "gate": gate}
     if len(jobs) == 1 and jobs[0].unique_key is None:
         job = jobs[0]
         params = {**base, "task": job.task, "payload": job.payload, "queue": job.queue,

@@ -28,6 +28,14 @@ seen by it, one committed after the LISTEN is notified. Nothing is kept for ids 
 While listening to it the connection also holds the shared advisory lock on the store's "done
 key": ``finish`` skips its NOTIFY when it can take that key exclusively (nobody waits), and
 holds it to its commit, so "ready" (channel and key held) means no finish can be missed.
+
+The jobs channel is gated the same way (issue #10: NOTIFY costs a lone enqueue a fifth of its
+time): while waiters wait here (and for :data:`JOBS_LINGER` seconds after) the connection holds
+the shared lock on the "jobs key", and an enqueue skips its NOTIFY only when it can take that
+key exclusively. A waiter claims before it waits, and a job enqueued between that claim and the
+moment the key is (re)taken was not notified; so a wait returns True (claim again) as soon as it
+sees the key taken anew since its thread's previous wait ended. While the key is not held the
+thread reads in short ticks, so a worker that goes idle gets it within about 50 ms.
 """
 
 from __future__ import annotations
@@ -53,6 +61,11 @@ _TICK = 0.25
 _LOCK_RETRY = 0.01
 #: Seconds the done channel stays listened to after its last waiter left.
 DONE_LINGER = 60.0
+#: Seconds the jobs key stays held after the last wait for jobs ended (a worker that stays
+#: idle waits again within a claim's time; one busy for longer lets enqueues skip NOTIFY).
+JOBS_LINGER = 30.0
+#: How long one read blocks while the jobs key is not held (the delay a new waiter may see).
+_KEY_TICK = 0.05
 #: Reconnection backoff while the server is unreachable: first retry, growth, ceiling.
 _RETRY_FIRST, _RETRY_MAX = 0.05, 0.5
 #: libpq's smallest useful connect_timeout: a black-holed server must not hold the thread
@@ -88,6 +101,12 @@ class Listener:
         self._finish_waiters: set[FinishWaiter] = set()
         self._done_keep_until = 0.0  # monotonic: listen to the done channel until then
         self._done_ready = threading.Event()  # the done channel is listened to now
+        self._jobs_waiting = 0  # threads inside wait() now
+        self._jobs_used = False  # wait() was called: keep the key within reach (short ticks)
+        self._jobs_keep_until = 0.0  # monotonic: hold the jobs key until then
+        self._jobs_held = False  # the jobs key's shared lock is held (under _cond)
+        self._jobs_epoch = 0  # bumped each time it is taken
+        self._seen = threading.local()  # .epoch: the key's epoch when this thread last waited
         self._generation = 0  # bumped on every re-connection after a loss
         self._missed = False  # a re-connection no waiter has been told about yet
         self._closed = False
@@ -98,25 +117,39 @@ class Listener:
     def wait(self, queues: Sequence[str], timeout: float) -> bool:
         """Block up to ``timeout`` seconds for a notification on ``queues`` (or a
         re-connection, which may have hidden one). The first call also waits for the
-        listening connection's first attempt, so nothing sent after it returns is missed."""
+        listening connection's first attempt, so nothing sent after it returns is missed.
+        A thread's first wait, and its first after the jobs key was taken anew, return True
+        at once: jobs enqueued since its last claim may not have been notified."""
         wanted = set(queues)
         deadline = clock.monotonic() + max(0.0, timeout)
-        self._start()
+        self._jobs_used = True
         with self._cond:
-            generation = self._generation
-            while not self._closed:
-                hit = self._stash & wanted
-                if hit:
-                    self._stash -= hit
-                    return True
-                if self._missed or self._generation != generation:
-                    self._missed = False
-                    return True
-                remaining = deadline - clock.monotonic()
-                if remaining <= 0:
-                    return False
-                self._cond.wait(remaining)
-        return False
+            self._jobs_waiting += 1  # before the first attempt, which then takes the key too
+        try:
+            self._start()
+            seen: int | None = getattr(self._seen, "epoch", None)
+            with self._cond:
+                generation = self._generation
+                while not self._closed:
+                    hit = self._stash & wanted
+                    if hit:
+                        self._stash -= hit
+                        return True
+                    if self._missed or self._generation != generation:
+                        self._missed = False
+                        return True
+                    if self._jobs_held and self._jobs_epoch != seen:
+                        return True  # taken since our claim: enqueues before it did not notify
+                    remaining = deadline - clock.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._cond.wait(remaining)
+                return False
+        finally:
+            with self._cond:
+                self._jobs_waiting -= 1
+                self._jobs_keep_until = clock.monotonic() + JOBS_LINGER
+                self._seen.epoch = self._jobs_epoch if self._jobs_held else None
 
     # -- finish waiters (wait_for_finish) --------------------------------------------------------
     def ready(self) -> bool:
@@ -214,8 +247,8 @@ class Listener:
             while not self._stop.is_set():
                 if conn is None:
                     conn = self._open()
-                    self._first_attempt.set()
                     if conn is None:
+                        self._first_attempt.set()
                         lost = True
                         self._stop.wait(delay)
                         delay = min(delay * 2, _RETRY_MAX)
@@ -231,10 +264,14 @@ class Listener:
                             self._cond.notify_all()
                 try:
                     done_on, locked = self._sync_done(conn, done_on, locked)
+                    self._sync_jobs(conn)
+                    self._first_attempt.set()  # LISTENing, and the key tried if a waiter came
                     # Each notification is filed the moment it arrives (the generator yields as
                     # they come); the timeout only bounds how long close() waits for us (and,
-                    # while the done key is not ours yet, when we try it again).
+                    # while a key is not ours yet, when we try it again).
                     tick = _TICK if locked or not done_on else _LOCK_RETRY
+                    if self._jobs_used and not self._jobs_held:
+                        tick = min(tick, _LOCK_RETRY if self._want_jobs() else _KEY_TICK)
                     for note in conn.notifies(timeout=tick):
                         with self._cond:
                             if note.channel == self._connector.done_channel:
@@ -242,7 +279,7 @@ class Listener:
                             elif note.payload:  # '' is a waiter's poke (see module doc)
                                 self._stash.add(note.payload)
                             self._cond.notify_all()
-                        if self._want_done() != done_on:
+                        if self._want_done() != done_on or self._want_jobs() != self._jobs_held:
                             break
                 except psycopg.Error as exc:
                     if not self._stop.is_set():
@@ -252,10 +289,32 @@ class Listener:
                     lost = True
                     done_on = locked = False
                     self._done_ready.clear()
+                    with self._cond:
+                        self._jobs_held = False  # a session lock dies with its connection
         finally:
             self._first_attempt.set()
             if conn is not None:
                 _close(conn)
+
+    def _want_jobs(self) -> bool:
+        with self._cond:
+            return self._jobs_waiting > 0 or clock.monotonic() < self._jobs_keep_until
+
+    def _sync_jobs(self, conn: Conn) -> None:
+        """Hold the jobs key's shared lock while waiters want it (tried, never waited for: an
+        enqueue holds it exclusively to its commit), give it up after the linger."""
+        want, key = self._want_jobs(), self._connector.jobs_key
+        if want and not self._jobs_held:
+            row = conn.execute(TEMPLATES["key_share"], {"key": key}).fetchone()
+            if row and row[0]:
+                with self._cond:
+                    self._jobs_held = True
+                    self._jobs_epoch += 1
+                    self._cond.notify_all()
+        elif not want and self._jobs_held:
+            with self._cond:
+                self._jobs_held = False
+            conn.execute(TEMPLATES["key_unshare"], {"key": key})
 
     def _sync_done(self, conn: Conn, done_on: bool, locked: bool) -> tuple[bool, bool]:
         """LISTEN on the done channel and hold the done key's shared lock while finish waiters
@@ -269,14 +328,14 @@ class Listener:
             conn.execute(sql.SQL("LISTEN {}").format(channel))
             done_on = True
         if want and not locked:
-            row = conn.execute(TEMPLATES["done_key_share"], {"key": key}).fetchone()
+            row = conn.execute(TEMPLATES["key_share"], {"key": key}).fetchone()
             locked = bool(row and row[0])
             if locked:
                 self._done_ready.set()
         if not want and done_on:
             self._done_ready.clear()
             if locked:
-                conn.execute(TEMPLATES["done_key_unshare"], {"key": key})
+                conn.execute(TEMPLATES["key_unshare"], {"key": key})
             conn.execute(sql.SQL("UNLISTEN {}").format(channel))
             done_on = locked = False
         return done_on, locked

@@ -9,8 +9,17 @@
 -- name: enqueue_one
 -- The single-job fast path (no unique_key): a plain INSERT ... SELECT of one row, without the
 -- batch statement's unnest, ordinality and ON CONFLICT machinery, which cost as much again as
--- the insert itself for one row. The NOTIFY stays: it is what gives idle workers millisecond
--- pick-up; it is skipped for a job that is not due yet (nobody can claim it on waking).
+-- the insert itself for one row. The NOTIFY is what gives idle workers millisecond pick-up;
+-- it is skipped for a job that is not due yet (nobody can claim it on waking), and when no
+-- worker waits idle (the gate below).
+-- The NOTIFY gate, as finish's: NOTIFY takes a cluster-wide lock at commit and signals every
+-- listening backend of the database, about a fifth of a lone enqueue's time. A process whose
+-- workers wait idle holds the shared advisory lock %(jobs_key)s on its listening connection
+-- (listen.py), from before the claim that precedes its wait on. An enqueue that gets the key
+-- exclusively (try: never waits) knows no worker waits, skips the NOTIFY and holds the key to
+-- its commit, so a listener taking the shared lock later (and then claiming again before it
+-- waits) sees this job; one that does not get it notifies. %(gate)s is false inside a
+-- caller's transaction (conn=): the key must not be held for the caller's lifetime.
 -- request_id (optional): the call is recorded in `requests` by the same statement, and a
 -- repeat of it (its reply was lost) inserts nothing and returns the recorded id. Two calls
 -- with one request id at the same moment: the second's INSERT into requests fails on the
@@ -35,7 +44,8 @@ WITH clock AS (
     SELECT %(request_id)s::text, ARRAY[i.id], i.created_at FROM inserted i
     WHERE %(request_id)s::text IS NOT NULL
 ), notified AS (
-    SELECT count(pg_notify(%(channel)s, queue)) AS n FROM inserted WHERE due
+    SELECT count(pg_notify(%(channel)s, queue)) AS n FROM inserted
+    WHERE due AND NOT (%(gate)s::bool AND pg_try_advisory_xact_lock(%(jobs_key)s::bigint))
 )
 SELECT i.id FROM inserted i CROSS JOIN notified
 UNION ALL
@@ -53,7 +63,7 @@ SELECT p.job_ids[1] FROM prior p
 -- stays unresolved and unique_key_race() aborts the whole statement (SQLSTATE 40001) so the
 -- store runs it again with a fresh snapshot. The batch is all or nothing either way.
 -- request_id: recorded with the ids in the same statement, as in enqueue_one.
--- pg_notify is transactional: waiters wake when the rows are visible.
+-- pg_notify is transactional: waiters wake when the rows are visible. Gated as in enqueue_one.
 WITH clock AS (
     SELECT coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) AS ts
 ), prior AS (
@@ -94,6 +104,7 @@ WITH clock AS (
 ), notified AS (
     SELECT count(pg_notify(%(channel)s, q.queue)) AS n
     FROM (SELECT DISTINCT queue FROM inserted WHERE due) q
+    WHERE NOT (%(gate)s::bool AND pg_try_advisory_xact_lock(%(jobs_key)s::bigint))
 )
 SELECT x.id FROM (
     SELECT r.ord, coalesce(r.id, {schema}.unique_key_race()) AS id

@@ -24,9 +24,10 @@ from tether.stores.schedule_args import check_tick
 
 def _enqueue_params(job: NewJob, channel: str, now: float | None) -> dict[str, Any]:
     """producers.sql ``enqueue`` parameters for a batch of one, without a request id (the
-    tick itself is what dedups a replay)."""
+    tick itself is what dedups a replay). Never gated: it runs inside the tick's transaction,
+    which would hold the jobs key to its end (see producers.sql)."""
     return {
-        "now": now, "channel": channel, "request_id": None,
+        "now": now, "channel": channel, "request_id": None, "jobs_key": 0, "gate": False,
         "tasks": [job.task], "payloads": [job.payload], "queues": [job.queue],
         "priorities": [job.priority], "run_ats": [job.run_at], "delays": [float(job.delay)],
         "max_attempts": [job.max_attempts], "max_stalls": [job.max_stalls],

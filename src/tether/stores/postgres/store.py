@@ -138,7 +138,8 @@ class PostgresStore(SchedulesMixin, AsyncMixin, OpsMixin, Admin):
         request_id: str | None = None,
         conn: Conn | None = None,
     ) -> list[int]:
-        call = enqueue_call(jobs, now=now, channel=self.channel, request_id=request_id)
+        call = enqueue_call(jobs, now=now, channel=self.channel, request_id=request_id,
+                            jobs_key=self._connector.jobs_key, gate=conn is None)
         if call is None:
             return []
         return ids_of(call, self._retrying(call.name, call.params, conn, race))
