@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import tether
-from tests.servers import isolated_url
+from tests.servers import STORE_KINDS, isolated_url
 
 APP = '''
 import tether
@@ -42,7 +42,7 @@ def later() -> None:
 '''
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=STORE_KINDS)
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     with isolated_url(request.param, tmp_path) as url:
         yield url
@@ -126,3 +126,37 @@ def test_burst_with_the_process_pool(tmp_path: Path) -> None:
             assert "ran 4 job(s) (4 done)" in done.stderr
         finally:
             producer.close()
+
+
+def test_url_overrides_a_store_the_app_opened_at_import(tmp_path: Path) -> None:
+    """``--url`` names the store the worker works, even when importing the app module already
+    opened the app's own store (an enqueue at import time): nothing of the other store runs,
+    and the worker's heartbeats and claims go to one store."""
+    own = tmp_path / "own.db"
+    (tmp_path / "import_app.py").write_text(
+        "import tether\n\n"
+        f"app = tether.App({f'sqlite:///{own}'!r})\n\n\n"
+        "@app.task(name='imp.hi')\n"
+        "def hi() -> str:\n"
+        "    return 'hi'\n\n\n"
+        "hi.enqueue()\n")
+    with isolated_url("sqlite", tmp_path) as url:
+        target = tether.App(url)
+        try:
+            wanted = target.enqueue("imp.hi")
+            done = subprocess.run(
+                [sys.executable, "-m", "tether", "worker", "import_app:app", "--url", url,
+                 "--burst"], cwd=tmp_path, capture_output=True, text=True, timeout=90,
+                check=False)
+            assert done.returncode == 0, done.stderr
+            assert "ran 1 job(s) (1 done)" in done.stderr, done.stderr
+            assert "SchemaError" not in done.stderr and "heartbeat failed" not in done.stderr
+            assert target.get_job(wanted).status == "done"
+        finally:
+            target.close()
+    other = tether.App(f"sqlite:///{own}")
+    try:
+        assert [j.status for j in other.store.list_jobs()] == ["pending"], \
+            "the store --url replaced was left alone"
+    finally:
+        other.close()

@@ -4,6 +4,7 @@ asking for the App without the lifespan gets a clear error."""
 
 from __future__ import annotations
 
+import uuid
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,6 +15,8 @@ import pytest
 from fastapi import FastAPI, Request
 
 import tether
+from tests.crash.harness import wait_for
+from tests.servers import PG_DSN, REDIS_URL, isolated_url
 from tether.contrib.fastapi import TetherApp, lifespan
 
 with warnings.catch_warnings():  # starlette's notice about httpx2, at import
@@ -70,3 +73,56 @@ def test_the_dependency_without_the_lifespan_says_what_to_do(tmp_path: Path) -> 
 
     with TestClient(api) as client, pytest.raises(RuntimeError, match="lifespan"):
         client.get("/")
+
+
+def _connections(kind: str, name: str) -> int:
+    """Connections the servers see under ``name`` (PostgreSQL application_name, Redis client
+    name): what a process still holds open."""
+    if kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                               (name,)).fetchone()
+            return int(row[0]) if row else 0
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        return sum(1 for c in client.client_list() if c.get("name") == name)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_the_lifespan_leaves_no_connection_open(kind: str, tmp_path: Path) -> None:
+    """Everything the server opened (the store's pool, the async producer, the listener that
+    woke a waiting route) is closed when it stops: the servers see none of it afterwards."""
+    name = "leak" + uuid.uuid4().hex[:10]
+    with isolated_url(kind, tmp_path) as url:
+        # Redis takes the client name from the URL; PostgreSQL names each store's connections
+        # itself (tether-PID-random), read below.
+        app = tether.App(f"{url}&client_name={name}" if kind == "redis" else url)
+
+        @app.task
+        def add(x: int, y: int) -> int:
+            return x + y
+
+        api = FastAPI(lifespan=lifespan(app))
+
+        @api.post("/add/wait")
+        async def route(t: TetherApp) -> dict[str, Any]:
+            job = await add.aenqueue(1, 2)
+            try:
+                await t.await_result(job, timeout=0.3)
+            except TimeoutError:
+                return {"job": job, "status": (await t.aget_job(job)).status}
+            raise AssertionError("no worker runs: the wait must time out")
+
+        with TestClient(api) as client:
+            assert client.post("/add/wait").json()["status"] == "pending"
+            if kind == "postgres":
+                name = app.store._connector.application_name  # type: ignore[attr-defined]
+            assert _connections(kind, name) > 0, "the name reaches the server"
+        wait_for(lambda: _connections(kind, name) == 0, 20, "every connection closed",
+                 interval=0.1)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import tether
-from tests.servers import isolated_url
+from tests.servers import IN_PROCESS_KINDS, isolated_url
 from tests.testing.apps import Recorder, make_app
 from tether.errors import ConfigError
 from tether.testing import DrainFailed, drain
@@ -17,7 +17,7 @@ from tether.testing import DrainFailed, drain
 Made = tuple[tether.App, dict[str, tether.Task], Recorder]
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=IN_PROCESS_KINDS)
 def made(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Made]:
     with isolated_url(request.param, tmp_path) as url:
         app, tasks, seen = make_app(url)

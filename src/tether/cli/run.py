@@ -32,8 +32,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if not spec:
         raise ConfigError("tether worker needs the app: tether worker MODULE:APP (or --app, "
                           "or $TETHER_APP)")
+    if args.strict and not args.burst:  # refused before anything is opened or started
+        raise ConfigError("--strict only applies with --burst")
     app = load_app(spec)
     if args.url:
+        # Importing the app may have opened its own store (an enqueue at import time): close
+        # it, or the worker would claim from that store while heartbeating on --url's.
+        app.close()
         app.url = args.url
     if not args.log_format_given and not os.environ.get("TETHER_LOG_FORMAT") and \
             app.settings.log_format:
@@ -65,8 +70,6 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
         stop_metrics = serve(app, args.metrics_port, args.metrics_host)
         log.info("metrics on http://%s:%d/metrics", args.metrics_host, args.metrics_port)
-    if args.strict and not args.burst:
-        raise ConfigError("--strict only applies with --burst")
     try:
         code: int = run_burst_cli(worker, args.strict) if args.burst else worker.run()
     finally:
