@@ -75,3 +75,21 @@ def test_manage_py_tether_worker_has_every_option_of_tether_worker() -> None:
     expected = {s for a in worker._actions for s in a.option_strings} - {"-h", "--help",
                                                                           "--app"}
     assert {s for a in worker_actions() for s in a.option_strings} == expected
+
+
+@pytest.mark.parametrize(("tether", "word"), [
+    ({"include": 5}, "include"),
+    ({"include": None}, "include"),
+    ({"include": [b"shop.tasks"]}, "include"),
+    ({"autodiscover": "no"}, "autodiscover"),
+    ({"schema": 5}, "schema"),
+    ({"schema": ""}, "schema"),
+    ({"schema": "jobs"}, "schema"),  # Django on SQLite: no URL is built, the schema is unused
+    ({"database": ["default"]}, "database"),
+    ({"transaction": ["auto"]}, "transaction"),
+])
+def test_every_wrong_value_is_one_settings_error(tether: dict[str, object], word: str) -> None:
+    """A wrong value of any key is refused with a SettingsError naming the key (Django's
+    ImproperlyConfigured at start-up), never a TypeError from inside, nor silently ignored."""
+    with pytest.raises(SettingsError, match=word):
+        read(tether, None, {"default": LITE}, {})

@@ -116,6 +116,18 @@ def modes() -> dict[str, object]:
             seen[setting] = mode(app)
         except ImproperlyConfigured as exc:
             seen[setting] = f"ImproperlyConfigured: {exc}"
+    # tether's PostgreSQL store on another database than Django's: auto falls back to
+    # on_commit; an explicit "connection" is refused (Django's connection would write the job
+    # into a database no worker reads).
+    elsewhere = "postgresql://postgres@127.0.0.1:5432/another_db?schema=tether"
+    for setting in ("auto", "connection"):
+        holder._Made.config = dataclasses.replace(original, url=elsewhere, derived=False,
+                                                  transaction=setting)
+        producing._mode.cache_clear()
+        try:
+            seen[f"elsewhere_{setting}"] = producing._mode(elsewhere, original.database)
+        except ImproperlyConfigured as exc:
+            seen[f"elsewhere_{setting}"] = f"ImproperlyConfigured: {exc}"
     # on_commit chosen on PostgreSQL too: no id inside the transaction, the job after it.
     holder._Made.config = dataclasses.replace(original, transaction="on_commit")
     producing._mode.cache_clear()

@@ -193,5 +193,7 @@ def test_the_transaction_setting_picks_the_mode(shop: Shop) -> None:
         assert seen["auto"] == "on_commit"
         assert seen["connection"].startswith("ImproperlyConfigured: settings.TETHER")
     assert seen["on_commit"] == "on_commit"
+    assert seen["elsewhere_auto"] == "on_commit"
+    assert seen["elsewhere_connection"].startswith("ImproperlyConfigured: settings.TETHER")
     assert (seen["on_commit_id"], seen["on_commit_inside"], seen["on_commit_after"]) == (
         None, 0, 1)

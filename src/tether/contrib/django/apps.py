@@ -2,7 +2,8 @@
 
 ``ready`` checks ``settings.TETHER`` and imports the task modules it lists, so that web
 processes and ``manage.py tether_worker`` register the same tasks, and a wrong setting fails
-at start-up rather than at the first enqueue.
+at start-up rather than at the first enqueue (a ``transaction = "connection"`` that cannot
+work included).
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ class TetherConfig(AppConfig):  # type: ignore[misc]  # Django ships no type hin
 
     def ready(self) -> None:
         config = get_config()
-        get_app().import_includes()
+        app = get_app()
+        if config.transaction == "connection":
+            from tether.contrib.django.producing import mode
+
+            mode(app)  # where it cannot work, refuse now (ImproperlyConfigured), connecting nothing
+        app.import_includes()
         if config.autodiscover:
             autodiscover_modules("tasks")

@@ -59,21 +59,31 @@ def read(tether: Mapping[str, Any] | None, tether_url: str | None,
         raise SettingsError(f"TETHER['transaction'] must be one of {', '.join(MODES)}, "
                             f"got {mode!r}")
     include = given.get("include", ())
-    if isinstance(include, str) or not all(isinstance(m, str) for m in include):
-        raise SettingsError("TETHER['include'] must be a list of module names")
+    if not isinstance(include, list | tuple) or not all(isinstance(m, str) for m in include):
+        raise SettingsError(f"TETHER['include'] must be a list of module names, got "
+                            f"{include!r}")
+    autodiscover = given.get("autodiscover", False)
+    if not isinstance(autodiscover, bool):
+        raise SettingsError(f"TETHER['autodiscover'] must be True or False, got "
+                            f"{autodiscover!r}")
     schema = given.get("schema")
+    if schema is not None and not (isinstance(schema, str) and schema):
+        raise SettingsError(f"TETHER['schema'] must be a schema name, got {schema!r}")
     url = given.get("url") or tether_url or environ.get("TETHER_URL") or None
     derived = False
     if url is None:
         url = postgres_url(databases[database], schema or "tether")
         derived = url is not None
+        if url is None and schema is not None:  # a setting that would silently do nothing
+            raise SettingsError(f"TETHER['schema'] is for the URL built from a PostgreSQL "
+                                f"DATABASES[{database!r}], which is not PostgreSQL here")
     elif schema is not None:
         raise SettingsError("TETHER['schema'] is for the URL built from DATABASES; with "
                             "TETHER['url'] put it in the URL (?schema=...)")
     if url is not None and not isinstance(url, str):
         raise SettingsError(f"the tether URL must be a string, got {type(url).__name__}")
     return Config(url=url, database=database, transaction=mode, include=tuple(include),
-                  autodiscover=bool(given.get("autodiscover", False)), derived=derived,
+                  autodiscover=autodiscover, derived=derived,
                   options=options)
 
 

@@ -139,6 +139,7 @@ def _mode(url: str, alias: str) -> str:
     db = connections[alias].settings_dict
     postgres_store = urlsplit(url).scheme.lower() in ("postgresql", "postgres")
     possible = postgres_store and is_postgres(db) and _psycopg3()
+    shared = (config.derived and alias == config.database) or same_database(url, db)
     if config.transaction == "on_commit":
         return "on_commit"
     if config.transaction == "connection":
@@ -146,8 +147,15 @@ def _mode(url: str, alias: str) -> str:
             raise ImproperlyConfigured(
                 "settings.TETHER['transaction'] = 'connection' needs the PostgreSQL store and "
                 f"DATABASES[{alias!r}] on PostgreSQL through psycopg 3")
+        if not shared:
+            # Django's connection would write the job into its own database, where no worker
+            # of this store looks: the job would never run.
+            raise ImproperlyConfigured(
+                "settings.TETHER['transaction'] = 'connection' needs tether's store on "
+                f"DATABASES[{alias!r}]'s database (same host, port and name); leave "
+                "TETHER['url'] out to build it from DATABASES, or use 'on_commit'")
         return "connection"
-    if possible and ((config.derived and alias == config.database) or same_database(url, db)):
+    if possible and shared:
         return "connection"
     if postgres_store:
         log.warning("tether's PostgreSQL store is not DATABASES[%r]'s database: jobs are "
