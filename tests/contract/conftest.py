@@ -2,7 +2,8 @@
 
 Every test runs once per store: the ``store`` fixture of ``tests/conftest.py`` takes its kind
 from ``store_kind``, which this module widens to sqlite, postgres, redis *and* memory (the
-in-process store runs the whole contract; suites with subprocesses keep the three others).
+in-process store runs the whole contract; what needs several processes, test_processes.py, is
+a strict xfail on it with its reason; other suites with subprocesses keep the three others).
 Time is driven only through explicit ``now=`` arguments:
 a test takes ``t0`` (the store's clock, once) and passes ``now=t0 + x`` everywhere.
 """
