@@ -182,3 +182,63 @@ def test_the_async_producer_never_blocks_the_loop(mem: MemoryStore) -> None:
         await producer.aclose()
 
     asyncio.run(scenario(), debug=True)
+
+
+def test_a_worker_heartbeats_and_producers_at_once_run_every_job_once(name: str) -> None:
+    """The lock keeps every call atomic with everything running together: a worker's eight
+    handler threads and fetcher, its heartbeater (every 0.05 s, so beats overlap claims and
+    finishes), three producer threads enqueueing while it works, and a reader listing."""
+    import tether
+    from tether.testing import drain
+
+    app = tether.App(f"memory://{name}", heartbeat_interval=0.05, lease_ttl=5)
+    runs: dict[int, int] = {}
+    lock = threading.Lock()
+
+    @app.task(name="count")
+    def count(i: int) -> int:
+        job_id = tether.current_job().id
+        with lock:
+            runs[job_id] = runs.get(job_id, 0) + 1
+        return i
+
+    per_producer, producers = 300, 3
+    errors: list[BaseException] = []
+    stop_reading = threading.Event()
+
+    def produce(base: int) -> None:
+        try:
+            for i in range(per_producer):
+                count.enqueue(base + i)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def read() -> None:
+        try:
+            while not stop_reading.is_set():
+                app.store.list_jobs(limit=100)
+                app.store.counts()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    try:
+        count.enqueue(-1)  # the worker starts with work in hand
+        threads = [threading.Thread(target=produce, args=(k * per_producer,))
+                   for k in range(producers)] + [threading.Thread(target=read)]
+        for t in threads:
+            t.start()
+        ran = drain(app, concurrency=8, timeout=120)
+        for t in threads[:-1]:
+            t.join(60)
+        ran += drain(app, concurrency=8, timeout=120)  # whatever landed after the first idle
+        stop_reading.set()
+        threads[-1].join(60)
+        assert errors == []
+        total = per_producer * producers + 1
+        assert len(ran) == total and len({j.id for j in ran}) == total
+        assert all(j.status == "done" and j.attempt == 1 for j in ran)
+        assert set(runs.values()) == {1}, "no job ran twice"
+        assert sorted(j.result for j in ran) == sorted([-1, *range(total - 1)])
+    finally:
+        stop_reading.set()
+        app.close()
