@@ -193,3 +193,62 @@ def test_wait_and_the_async_api_work_on_the_memory_store(on_memory: Made) -> Non
         app.wait(bad, timeout=20)
     worker.join(20)
     assert not worker.is_alive()
+
+
+def test_async_tasks_are_drained_like_sync_ones(made: Made) -> None:
+    """``async def`` handlers run on the worker's event loop thread; a failing one is
+    reported as failed, not hung on."""
+    import asyncio
+
+    app, _, _ = made
+
+    @app.task(name="a.double")
+    async def double(x: int) -> int:
+        await asyncio.sleep(0)
+        return 2 * x
+
+    @app.task(name="a.broken", max_attempts=1)
+    async def broken() -> None:
+        await asyncio.sleep(0)
+        raise KeyError("async boom")
+
+    ok = double.enqueue(21)
+    bad = broken.enqueue()
+    with pytest.raises(DrainFailed, match="async boom") as info:
+        drain(app, raise_on_failure=True)
+    assert [j.id for j in info.value.jobs] == [bad]
+    assert app.get_job(ok).result_value == 42
+    assert app.get_job(bad).status == "failed"
+
+
+def test_a_periodic_task_does_not_keep_drain_going(made: Made) -> None:
+    """drain runs no scheduler (maintenance is off): a schedule every second neither loops
+    drain forever nor enqueues anything; its task, enqueued by hand, runs once."""
+    app, _, _ = made
+
+    @app.periodic(every=1)
+    @app.task(name="p.tick")
+    def tick() -> str:
+        return "ticked"
+
+    started = time.monotonic()
+    assert drain(app) == []
+    job_id = tick.enqueue()
+    [job] = drain(app)
+    assert (job.id, job.status, job.result) == (job_id, "done", "ticked")
+    assert time.monotonic() - started < 20
+    assert app.store.schedules() == [], "no tick was recorded by drain"
+
+
+def test_a_job_that_always_reschedules_itself_ends_in_a_timeout(on_memory: Made) -> None:
+    """fast_forward follows delayed jobs; an endless chain of them is a TimeoutError after
+    ``timeout``, naming the job left, never a drain that hangs."""
+    app, _, _ = on_memory
+
+    @app.task(name="again")
+    def again() -> None:
+        again.enqueue_with((), delay=60)
+
+    again.enqueue()
+    with pytest.raises(TimeoutError, match="did not finish within 1"):
+        drain(app, timeout=1.0)
