@@ -197,3 +197,52 @@ def test_the_transaction_setting_picks_the_mode(shop: Shop) -> None:
     assert seen["elsewhere_connection"].startswith("ImproperlyConfigured: settings.TETHER")
     assert (seen["on_commit_id"], seen["on_commit_inside"], seen["on_commit_after"]) == (
         None, 0, 1)
+
+
+def test_the_readme_flow_under_runserver(
+    shop: Shop, store: Store, processes: list[subprocess.Popen[str]]
+) -> None:
+    """What the README has a user do, as processes: ``manage.py migrate``, ``manage.py
+    runserver``, a POST over HTTP, ``manage.py tether_worker --burst``, then the receipt over
+    HTTP; and the failing view over HTTP leaves neither an order nor a job."""
+    import socket
+
+    import httpx
+
+    migrated = shop.manage("migrate", "-v", "0")
+    assert migrated.returncode == 0, migrated.stderr[-3000:]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([PYTHON, "manage.py", "runserver", "--noreload",
+                               f"127.0.0.1:{port}"], cwd=SHOP, env=shop.env, text=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    processes.append(server)
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        assert server.poll() is None, server.stderr.read() if server.stderr else ""
+        try:
+            return httpx.get(f"{base}/orders/0/", timeout=2).status_code in (404, 500)
+        except httpx.TransportError:
+            return False
+
+    wait_for(up, 60, "runserver answering", interval=0.1)
+    with httpx.Client(base_url=base, timeout=30) as client:
+        placed = client.post("/orders/", data={"item": "book"})
+        assert placed.status_code == 200, placed.text
+        body = placed.json()
+        same_connection = shop.kind == "postgres"
+        assert body["mode"] == ("connection" if same_connection else "on_commit")
+        assert (body["job"] is not None) is same_connection
+        assert client.post("/orders/failing/", data={"item": "lamp"}).status_code == 500
+        [job] = store.list_jobs(limit=10)
+        assert json.loads(job.payload)[0] == [body["order"]], "one job: the failing view's is gone"
+
+        ran = shop.manage("tether_worker", "--burst", timeout=90)
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        assert "burst done: ran 1 job(s) (1 done)" in ran.stderr
+        receipt = client.get(f"/orders/{body['order']}/").json()["receipt"]
+        assert receipt == f"receipt for book (job {job.id})"
+    assert len(shop.receipts()) == 1, "the failing view's order never committed"
+    stop(server)
