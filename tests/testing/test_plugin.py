@@ -4,6 +4,7 @@ users run it: a pytest session in a temporary project with its own app module.""
 from __future__ import annotations
 
 import importlib.metadata
+import uuid
 
 import pytest
 
@@ -154,3 +155,58 @@ def test_it(tether_app):
     pytester.syspathinsert()
     result = pytester.runpytest("-p", "no:cacheprovider", "--tether-app", "strict_app:app")
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_the_fresh_store_on_a_postgresql_or_redis_server(
+    pytester: pytest.Pytester, kind: str
+) -> None:
+    """``--tether-store URL``: each test a schema (PostgreSQL) / key prefix (Redis) of its own
+    on that server, removed after the test; the URL's own schema / prefix is never used."""
+    from tests.servers import PG_DSN, REDIS_URL, require_server
+
+    require_server(kind)
+    tag = "keep" + uuid.uuid4().hex[:10]
+    if kind == "postgres":
+        server, scheme = f"{PG_DSN}?schema={tag}", "postgresql://"
+    else:
+        server, scheme = f"{REDIS_URL}?prefix={tag}", "redis://"
+    before = _server_names(kind)
+    _project(pytester, scheme, ff=", fast_forward=False")
+    pytester.makepyfile(test_names=f'''
+def test_not_the_servers_own_name(tether_app):
+    assert "{tag}" not in tether_app.url and "tether_test_" in tether_app.url
+''')
+    result = pytester.runpytest("-p", "no:cacheprovider", "--tether-app", "jobs:app",
+                                "--tether-store", server)
+    result.assert_outcomes(passed=5)
+    assert not (pytester.path / "must-never-be-created.db").exists()
+    assert _server_names(kind) - before == set(), "every test's schema / keys were removed"
+
+
+def _server_names(kind: str) -> set[str]:
+    """The fresh stores' names the server holds: PostgreSQL schemas, Redis key prefixes."""
+    from tests.servers import PG_DSN, REDIS_URL
+
+    if kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            rows = conn.execute("SELECT nspname FROM pg_namespace "
+                                "WHERE nspname LIKE 'tether_test_%'").fetchall()
+        return {str(r[0]) for r in rows}
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        return {k.decode().split(":", 1)[0] for k in client.scan_iter(match="tether_test_*")}
+    finally:
+        client.close()
+
+
+def test_a_wrong_store_choice_is_one_clear_error(pytester: pytest.Pytester) -> None:
+    _project(pytester, "memory://")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--tether-app", "jobs:app",
+                                "--tether-store", "mysql://h/db")
+    result.assert_outcomes(errors=4)
+    result.stdout.fnmatch_lines(["*tether_store must be memory, sqlite, or a postgresql://*"])

@@ -2,14 +2,15 @@
 store for each test.
 
 Invariant: a test never touches the app's real store. ``tether_app`` closes the app's store,
-points the app at a store made for this test alone (``memory://`` with a unique name, or an
-SQLite file in the test's ``tmp_path``) and puts the URL back afterwards. The app object and
+points the app at a store made for this test alone (``memory://`` with a unique name, an
+SQLite file in the test's ``tmp_path``, or a schema / key prefix of its own on a PostgreSQL or
+Redis server, removed after the test: :mod:`tether.testing.fresh`) and puts the URL back
+afterwards. The app object and
 its tasks stay the same, so the test's code enqueues through the very tasks it imports.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,24 +18,26 @@ from typing import Any
 import pytest
 
 from tether.app import App
+from tether.errors import ConfigError
 from tether.stores import open_store
 from tether.testing.drain import DrainedJob, drain
+from tether.testing.fresh import check_choice, fresh_url
 from tether.worker.appspec import load_app
-
-STORES = ("memory", "sqlite")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tether", "tether job queue")
     group.addoption("--tether-app", dest="tether_app", default=None, metavar="MODULE:APP",
                     help="the tether App that the tether_app fixture serves (ini: tether_app)")
-    group.addoption("--tether-store", dest="tether_store", default=None, choices=STORES,
-                    help="the fresh store each test gets: memory (default) or sqlite "
-                         "(ini: tether_store)")
+    group.addoption("--tether-store", dest="tether_store", default=None,
+                    metavar="memory|sqlite|URL",
+                    help="the fresh store each test gets: memory (default), sqlite, or a "
+                         "postgresql:// or redis:// URL (a schema / key prefix of its own per "
+                         "test, removed after it) (ini: tether_store)")
     parser.addini("tether_app", "MODULE:APP of the App the tether_app fixture serves",
                   default="")
-    parser.addini("tether_store", "the fresh store of each test: memory or sqlite",
-                  default="memory")
+    parser.addini("tether_store", "the fresh store of each test: memory, sqlite, or a "
+                  "postgresql:// or redis:// URL", default="memory")
 
 
 @pytest.fixture
@@ -50,15 +53,16 @@ def tether_base_app(pytestconfig: pytest.Config) -> App:
 
 
 @pytest.fixture
-def tether_store_url(pytestconfig: pytest.Config, tmp_path: Path) -> str:
-    """A store URL no other test uses (``--tether-store`` / ini ``tether_store``)."""
-    kind = pytestconfig.getoption("tether_store") or str(pytestconfig.getini("tether_store"))
-    if kind not in STORES:
-        pytest.fail(f"tether_store must be one of {', '.join(STORES)}, got {kind!r}",
-                    pytrace=False)
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path / 'tether.db'}"
-    return f"memory://tether-test-{uuid.uuid4().hex}"
+def tether_store_url(pytestconfig: pytest.Config, tmp_path: Path) -> Iterator[str]:
+    """A store URL no other test uses (``--tether-store`` / ini ``tether_store``); on a
+    PostgreSQL or Redis server its schema / keys are removed after the test."""
+    choice = pytestconfig.getoption("tether_store") or str(pytestconfig.getini("tether_store"))
+    try:
+        check_choice(choice)
+    except ConfigError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    with fresh_url(choice, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture
