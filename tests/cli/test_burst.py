@@ -160,3 +160,25 @@ def test_url_overrides_a_store_the_app_opened_at_import(tmp_path: Path) -> None:
             "the store --url replaced was left alone"
     finally:
         other.close()
+
+
+def test_burst_on_the_memory_store_runs_what_its_process_enqueued(tmp_path: Path) -> None:
+    """memory:// is one process: a burst runs the jobs the app module enqueued at import (a
+    demo, a script), reports the failed one and exits 1 with --strict, 0 without."""
+    (tmp_path / "mem_app.py").write_text(
+        "import tether\n\n"
+        "app = tether.App('memory://demo')\n\n\n"
+        "@app.task(name='mem.hi')\n"
+        "def hi() -> str:\n"
+        "    return 'hi'\n\n\n"
+        "@app.task(name='mem.bad', max_attempts=1)\n"
+        "def bad() -> None:\n"
+        "    raise ValueError('bad')\n\n\n"
+        "hi.enqueue()\nhi.enqueue()\nbad.enqueue()\n")
+    for extra, code in (((), 0), (("--strict",), 1)):
+        done = subprocess.run(
+            [sys.executable, "-m", "tether", "worker", "mem_app:app", "--burst", *extra],
+            cwd=tmp_path, capture_output=True, text=True, timeout=90, check=False)
+        assert done.returncode == code, done.stderr
+        assert "burst done: ran 3 job(s) (2 done, 1 failed)" in done.stderr
+        assert "SchemaError" not in done.stderr and "heartbeat failed" not in done.stderr
