@@ -182,3 +182,53 @@ def test_burst_on_the_memory_store_runs_what_its_process_enqueued(tmp_path: Path
         assert done.returncode == code, done.stderr
         assert "burst done: ran 3 job(s) (2 done, 1 failed)" in done.stderr
         assert "SchemaError" not in done.stderr and "heartbeat failed" not in done.stderr
+
+
+PERIODIC_APP = '''
+import time
+
+import tether
+
+app = tether.App()
+
+
+@app.periodic(every=1)
+@app.task(name="per.tick")
+def tick() -> None:
+    time.sleep(2.5)  # longer than the period: a tick is always running or due
+
+
+@app.task(name="per.first")
+def first() -> int:
+    """Runs long enough for a scheduler in this worker to enqueue ticks (at most 5 s)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if any(j.task == "per.tick" for j in app.store.list_jobs(limit=100)):
+            return 1
+        time.sleep(0.05)
+    return 0
+'''
+
+
+def test_a_burst_enqueues_no_periodic_ticks_so_it_ends(tmp_path: Path) -> None:
+    """A burst ends when nothing is due; a periodic task that runs as long as its period
+    would keep it busy forever if the burst's own scheduler enqueued ticks. So a burst
+    schedules nothing (long-running workers, or ``tether reaper``, do)."""
+    (tmp_path / "periodic_app.py").write_text(PERIODIC_APP)
+    with isolated_url("sqlite", tmp_path) as url:
+        producer = tether.App(url)
+        try:
+            producer.enqueue("per.first")
+            try:
+                done = subprocess.run(
+                    [sys.executable, "-m", "tether", "worker", "periodic_app:app", "--url",
+                     url, "--burst", "-c", "4"], cwd=tmp_path, capture_output=True,
+                    text=True, timeout=60, check=False)
+            except subprocess.TimeoutExpired as exc:
+                raise AssertionError(f"the burst never ended: {exc.stderr!r}"[-3000:]) from None
+            assert done.returncode == 0, done.stderr
+            assert [(j.task, j.status, j.result) for j in producer.store.list_jobs()] == [
+                ("per.first", "done", "0")], "no tick was enqueued"
+            assert producer.store.schedules() == []
+        finally:
+            producer.close()
