@@ -126,3 +126,32 @@ def test_the_lifespan_leaves_no_connection_open(kind: str, tmp_path: Path) -> No
             assert _connections(kind, name) > 0, "the name reaches the server"
         wait_for(lambda: _connections(kind, name) == 0, 20, "every connection closed",
                  interval=0.1)
+
+
+def test_the_documented_testing_recipe_on_the_memory_store() -> None:
+    """docs/fastapi.md#testing: TestClient runs the lifespan, drain runs the worker in the
+    test, and the waiting route answers from the memory store, inside the client's block."""
+    from tether.testing import drain
+
+    app = tether.App(f"memory://fastapi-{uuid.uuid4().hex}")
+
+    @app.task
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    api = FastAPI(lifespan=lifespan(app))
+
+    @api.post("/add")
+    async def enqueue_add(x: int, y: int) -> dict[str, int]:
+        return {"job": await add.aenqueue(x, y)}
+
+    @api.get("/jobs/{job_id}/result")
+    async def result(job_id: int, t: TetherApp) -> dict[str, Any]:
+        return {"result": await t.await_result(job_id, timeout=10)}
+
+    with TestClient(api) as client:
+        job = client.post("/add", params={"x": 2, "y": 3}).json()["job"]
+        [ran] = drain(app)
+        assert (ran.id, ran.status) == (job, "done")
+        assert client.get(f"/jobs/{job}/result").json() == {"result": 5}
+    assert app._store is None, "the lifespan closed the store (its memory data with it)"
