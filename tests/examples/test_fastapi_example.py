@@ -90,3 +90,53 @@ def test_enqueue_from_a_route_and_wait_for_the_result(
     errors = server.stderr.read() if server.stderr else ""
     assert "Application shutdown complete" in errors and "Traceback" not in errors, errors
     assert stop(worker) == 0
+
+
+def test_a_waiting_route_leaves_the_server_free_for_other_requests(
+    url: str, processes: list[subprocess.Popen[str]]
+) -> None:
+    """One request waits for a result no worker can give yet (``/add/wait``); meanwhile other
+    requests enqueue and answer at once, on the same single-process server: the wait holds
+    no thread of the event loop. Then a worker starts and the waiting request gets its sum."""
+    import threading
+
+    from tether.stores import open_store
+
+    env = example_env(TETHER_URL=url)
+    port = _free_port()
+    server = subprocess.Popen(
+        [PYTHON, "-m", "uvicorn", "main:api", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=CALC, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    processes.append(server)
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        assert server.poll() is None, server.stderr.read() if server.stderr else ""
+        try:
+            return httpx.get(f"{base}/openapi.json", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_for(up, 30, "uvicorn answering", interval=0.1)
+    store = open_store(url)
+    answers: list[httpx.Response] = []
+    waiting = threading.Thread(target=lambda: answers.append(httpx.post(
+        f"{base}/add/wait", params={"x": 40, "y": 2, "timeout": 60}, timeout=90)))
+    try:
+        waiting.start()
+        wait_for(lambda: len(store.list_jobs(limit=10)) == 1, 30, "the waiting route's job")
+        with httpx.Client(base_url=base, timeout=30) as client:
+            for i in range(3):
+                assert client.post("/add", params={"x": i, "y": i}).status_code == 200
+        assert waiting.is_alive() and answers == [], "the other requests did not wait for it"
+        worker = subprocess.Popen([PYTHON, "-m", "tether", "worker", "tasks:app", "-c", "2"],
+                                  cwd=CALC, env=env, text=True, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE)
+        processes.append(worker)
+        waiting.join(60)
+        assert [a.status_code for a in answers] == [200], [a.text for a in answers]
+        assert answers[0].json()["result"] == 42
+        assert stop(worker) == 0
+    finally:
+        waiting.join(60)
+        store.close()
