@@ -128,6 +128,23 @@ def modes() -> dict[str, object]:
             seen[f"elsewhere_{setting}"] = producing._mode(elsewhere, original.database)
         except ImproperlyConfigured as exc:
             seen[f"elsewhere_{setting}"] = f"ImproperlyConfigured: {exc}"
+    # Django on psycopg2 (its connection cannot take tether's psycopg 3 statements): auto
+    # falls back to on_commit, and the warning says why.
+    import logging
+
+    warnings: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: warnings.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("tether.django").addHandler(handler)
+    holder._Made.config = dataclasses.replace(original, transaction="auto")
+    real, producing._psycopg3 = producing._psycopg3, lambda: False
+    producing._mode.cache_clear()
+    try:
+        seen["psycopg2_auto"] = producing._mode(app.url, original.database)
+    finally:
+        producing._psycopg3 = real
+        logging.getLogger("tether.django").removeHandler(handler)
+    seen["psycopg2_warnings"] = warnings
     # on_commit chosen on PostgreSQL too: no id inside the transaction, the job after it.
     holder._Made.config = dataclasses.replace(original, transaction="on_commit")
     producing._mode.cache_clear()

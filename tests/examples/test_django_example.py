@@ -194,6 +194,10 @@ def test_the_transaction_setting_picks_the_mode(shop: Shop) -> None:
         assert seen["connection"].startswith("ImproperlyConfigured: settings.TETHER")
     assert seen["on_commit"] == "on_commit"
     assert seen["elsewhere_auto"] == "on_commit"
+    assert seen["psycopg2_auto"] == "on_commit"
+    if shop.kind == "postgres":
+        [warning] = seen["psycopg2_warnings"]
+        assert "psycopg 3" in warning and "not DATABASES" not in warning, warning
     assert seen["elsewhere_connection"].startswith("ImproperlyConfigured: settings.TETHER")
     assert (seen["on_commit_id"], seen["on_commit_inside"], seen["on_commit_after"]) == (
         None, 0, 1)

@@ -157,7 +157,11 @@ def _mode(url: str, alias: str) -> str:
         return "connection"
     if possible and shared:
         return "connection"
-    if postgres_store:
+    if postgres_store and shared:  # the same database, but Django's driver is not psycopg 3
+        log.warning("DATABASES[%r] does not use psycopg 3, whose connection tether's store "
+                    "writes on: jobs are enqueued after commit (on_commit), not in Django's "
+                    "transaction (install psycopg 3 to have them commit together)", alias)
+    elif postgres_store:
         log.warning("tether's PostgreSQL store is not DATABASES[%r]'s database: jobs are "
                     "enqueued after commit (on_commit), not in Django's transaction", alias)
     return "on_commit"
