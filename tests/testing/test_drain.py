@@ -252,3 +252,16 @@ def test_a_job_that_always_reschedules_itself_ends_in_a_timeout(on_memory: Made)
     again.enqueue()
     with pytest.raises(TimeoutError, match="did not finish within 1"):
         drain(app, timeout=1.0)
+
+
+def test_a_drain_logs_no_warning_when_it_ends(made: Made,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    """The end of a drain is the program's own stop, not an operator's signal: a WARNING
+    telling the user to "send the signal again (Ctrl-C)" at the end of each test was noise."""
+    app, tasks, _ = made
+    tasks["add"].enqueue(1, 2)
+    with caplog.at_level("INFO", logger="tether"):
+        assert [j.status for j in drain(app)] == ["done"]
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == []
+    assert any("no job is due" in r.getMessage() for r in caplog.records), "the stop is logged"

@@ -196,7 +196,7 @@ class Stopper:
             if self._done or self.worker.shutdown.stopping:
                 return
             self._done = True
-        self.worker.shutdown.request(why)
+        self.worker.shutdown.request(why, signalled=False)
         try:  # wake the fetcher from its wait for jobs (else the stop waits out a poll)
             self.worker.store.notify(self.worker.queues)
         except Exception:  # a wake-up only saves time

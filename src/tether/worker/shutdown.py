@@ -71,13 +71,21 @@ class Shutdown:
     def stopping(self) -> bool:
         return self.phase >= Phase.DRAINING
 
-    def request(self, why: str = "stop requested") -> None:
-        """Move one phase on: running → draining → forced."""
+    def request(self, why: str = "stop requested", *, signalled: bool = True) -> None:
+        """Move one phase on: running → draining → forced.
+
+        A stop the program asked for itself (a burst with nothing left, ``close()``) is logged
+        at INFO without the Ctrl-C hint: at the end of every ``drain(app)`` in a user's tests a
+        warning telling them to send a signal again would be noise, and wrong advice."""
         with self._lock:
             if self.phase < Phase.FORCED:
                 self.phase = Phase(self.phase + 1)
-                log.warning("%s: %s", why, self._draining if self.phase == Phase.DRAINING
-                            else "handing leases back now")
+                if self.phase == Phase.FORCED:
+                    log.warning("%s: handing leases back now", why)
+                elif signalled:
+                    log.warning("%s: %s", why, self._draining)
+                else:
+                    log.info("%s: finishing in-flight jobs", why)
         self.changed.set()
 
     def force(self, why: str, fatal: BaseException | None = None) -> None:

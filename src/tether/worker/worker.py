@@ -231,7 +231,7 @@ class Worker:
 
     def _close(self) -> None:
         if self.shutdown.phase == Phase.RUNNING:
-            self.shutdown.request("closing")
+            self.shutdown.request("closing", signalled=False)
         for part in (self.maintainer, self.heartbeater):
             if part is not None:
                 part.stop(min(5.0, self._left()))
