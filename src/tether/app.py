@@ -349,7 +349,8 @@ class App:
     def worker(self, *, concurrency: int = 10, queues: Sequence[str] | None = None,
                maintenance: bool = True, pool: str = "thread", app_spec: str | None = None,
                max_tasks_per_child: int | None = None,
-               max_memory_per_child: float | None = None) -> Worker:
+               max_memory_per_child: float | None = None,
+               schedules: bool = True) -> Worker:
         """A worker (not started). ``pool="process"`` runs handlers in ``concurrency`` child
         processes that import this app by ``app_spec`` (``"module:attribute"``; derived from
         the module holding the app when not given); see docs/guarantees.md for choosing.
@@ -357,7 +358,7 @@ class App:
         self.import_includes()
         return Worker(self, concurrency=concurrency, queues=queues, maintenance=maintenance,
                       pool=pool, app_spec=app_spec, max_tasks_per_child=max_tasks_per_child,
-                      max_memory_per_child=max_memory_per_child)
+                      max_memory_per_child=max_memory_per_child, schedules=schedules)
 
     def run_worker(self, *, concurrency: int = 10, queues: Sequence[str] | None = None,
                    maintenance: bool = True, pool: str = "thread", app_spec: str | None = None,

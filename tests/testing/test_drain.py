@@ -128,6 +128,26 @@ def test_a_burst_counting_claims_refuses_a_worker_that_claims_ahead(made: Made) 
                   max_jobs=1)
 
 
+def test_a_burst_refuses_a_worker_that_schedules_periodic_ticks(made: Made) -> None:
+    """A tick the burst's own scheduler enqueued could keep it from ever being idle: a burst
+    takes only a worker built with ``schedules=False`` (which campaigns for no schedule)."""
+    from tether.worker.burst import run_burst
+
+    app, _, _ = made
+
+    @app.periodic(every=1)
+    @app.task(name="p.every")
+    def every() -> None:
+        return None
+
+    with pytest.raises(ValueError, match="schedules=False"):
+        run_burst(app.worker(concurrency=1), install_signals=False)
+    quiet = app.worker(concurrency=1, schedules=False)
+    assert quiet.maintainer is not None and quiet.maintainer.scheduler is None
+    assert run_burst(quiet, install_signals=False).exit_code == 0
+    assert app.store.schedules() == [], "no tick was recorded"
+
+
 def test_queues_limit_what_is_drained(made: Made) -> None:
     app, tasks, _ = made
     other = tasks["other"].enqueue()

@@ -56,7 +56,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
                         maintenance=not args.no_maintenance, pool=args.pool,
                         app_spec=spec if process else None,
                         max_tasks_per_child=args.max_tasks_per_child,
-                        max_memory_per_child=args.max_memory_per_child)
+                        max_memory_per_child=args.max_memory_per_child,
+                        schedules=not args.burst)
     message, fields = worker_banner(app, worker.id, list(worker.queues), args.concurrency,
                                     "processes" if process else "threads")
     log.info("%s", message, extra=fields)

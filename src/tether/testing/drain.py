@@ -92,7 +92,7 @@ def drain(
                           "clock cannot be moved); pass fast_forward=False")
     # max_jobs counts claims: no claim ahead of free slots (see Worker's claim_ahead)
     worker = Worker(app, concurrency=concurrency, queues=queues, maintenance=False,
-                    claim_ahead=max_jobs is None)
+                    claim_ahead=max_jobs is None, schedules=False)
     forward = None
     if fast_forward and isinstance(store, MemoryStore):
         mem = store

@@ -16,8 +16,8 @@ already ran to its end, in (4) as a moved counter; a claim written after (2) too
 not due at (2) (only time made it due). A job a handler enqueued after (1) needs a claim after
 (1), covered the same way. (Reading (3) before (2) lost a claim made between them: see
 tests/testing/test_idle.py.) Then the worker is asked to stop as on SIGTERM; it drains what it
-holds, which is nothing. A burst runs no periodic scheduler (:func:`_without_schedules`): a
-tick it enqueued itself could keep it from ever being idle.
+holds, which is nothing. A burst runs no periodic scheduler (its worker is built with
+``schedules=False``): a tick it enqueued itself could keep it from ever being idle.
 """
 
 from __future__ import annotations
@@ -135,7 +135,9 @@ def run_burst(
         # max_jobs counts claims: a claim ahead of free slots would take (and then run, as a
         # drain does) jobs past the count.
         raise ValueError("max_jobs needs a worker built with claim_ahead=False")
-    _without_schedules(worker)
+    if worker.maintainer is not None and worker.maintainer.scheduler is not None:
+        raise ValueError("a burst needs a worker built with schedules=False: a periodic tick "
+                         "it enqueued itself could keep it from ever being idle")
     result = BurstResult()
     stop = Stopper(worker)
     seen: set[int] = set()
@@ -168,17 +170,6 @@ def run_burst(
         with claims.lock:
             claims.listeners.remove(on_claim)
     return result
-
-
-def _without_schedules(worker: Worker) -> None:
-    """A burst enqueues no periodic ticks (its maintainer still reaps and prunes). It ends
-    when nothing is due; with its own scheduler a periodic task that runs as long as its
-    period always has a tick running or due, and the burst never ends. Called before the
-    worker starts, so the schedule election is never campaigned for."""
-    maintainer = worker.maintainer
-    if maintainer is not None and maintainer.scheduler is not None:
-        maintainer.duties = [d for d in maintainer.duties if d.name != "schedule"]
-        maintainer.scheduler = None
 
 
 class Stopper:

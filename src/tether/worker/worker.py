@@ -83,10 +83,13 @@ class Worker:
         max_tasks_per_child: int | None = None,
         max_memory_per_child: float | None = None,
         claim_ahead: bool = True,
+        schedules: bool = True,
     ) -> None:
         """``claim_ahead=False``: claim no more than the free slots (thread pool), for a
         caller that counts claims (a burst with ``max_jobs``: jobs claimed ahead would be
-        taken, and run by its closing drain, past the count)."""
+        taken, and run by its closing drain, past the count). ``schedules=False``: enqueue
+        no periodic ticks (a burst: a tick it enqueued itself could keep it from ever being
+        idle); the maintainer still reaps and prunes."""
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
         self.pool = make_pool_config(app, pool, app_spec=app_spec,
@@ -102,10 +105,11 @@ class Worker:
         self.registry = Registry(ProcessPool.capacity(concurrency)
                                  if self.pool.kind == "process" else concurrency)
         self.store: Store = app.store
-        schedules = schedules_of(app)  # periodic jobs: a duty of the maintenance leader
+        # periodic jobs: a duty of the maintenance leader
+        periodic = schedules_of(app) if schedules else []
         side = open_stores(app.url, 2 if maintenance and (
             self.settings.reaper_interval > 0 or self.settings.prune_interval > 0
-            or schedules) else 1)
+            or periodic) else 1)
         self._hb_store = side[0]
         self._maint_store = side[1] if len(side) > 1 else None
         fatal: Callable[[BaseException], None] = self._fatal
@@ -128,7 +132,7 @@ class Worker:
         self.maintainer = Maintainer(
             self._maint_store, self.id, self.settings, app.events, on_fatal=fatal,
             reap=self.settings.reaper_interval > 0,
-            schedules=schedules) if self._maint_store is not None else None
+            schedules=periodic) if self._maint_store is not None else None
         self._fetcher = threading.Thread(target=self._fetch_loop, name="tether-fetcher",
                                          daemon=True)
         self.claimed = 0
