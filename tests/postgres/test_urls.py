@@ -34,6 +34,9 @@ def test_parameters_with_spaces_reach_libpq_intact(pg_url: str) -> None:
     try:
         with store.transaction() as conn:
             assert conn.execute("SHOW statement_timeout").fetchone() == ("4321ms",)
+            # the operator's name is what pg_stat_activity shows, not tether's generated one
+            assert conn.execute("SHOW application_name").fetchone() == ("my app",)
+        assert store.application_name == "my app" == store.info().extra["application_name"]
         store.migrate()
         assert store.now() > 0
     finally:

@@ -87,7 +87,11 @@ class Connector:
         self.dsn, self.schema = split_url(url)
         if not 0 <= min_size <= max_size or max_size < 1:
             raise ConfigError(f"need 0 <= min_size <= max_size >= 1, got {min_size}/{max_size}")
-        self.application_name = application_name or (f"tether-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        # A name the operator gave (option or ``?application_name=`` in the URL) is what
+        # pg_stat_activity must show them; only without one does tether name its sessions.
+        self.dsn, named = take_param(self.dsn, "application_name")
+        self.application_name = (application_name or named
+                                 or f"tether-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         self.channel = f"{self.schema}_jobs"
         #: wait_for_finish's channel: ids of jobs that became terminal (same length as above).
         self.done_channel = f"{self.schema}_done"
