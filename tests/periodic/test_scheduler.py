@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -19,7 +20,7 @@ from tether.events import Event, Events
 from tether.maintenance.maintainer import SCHEDULE_ELECTION, Maintainer
 from tether.maintenance.scheduler import MAX_CATCH_UP, ON_TIME, Scheduler
 from tether.periodic import CatchUp, Schedule, schedules_of, tick_of
-from tether.stores.base import Store
+from tether.stores.base import NewJob, Store
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -174,6 +175,19 @@ def test_a_store_error_does_not_end_the_duty(app: tether.App) -> None:
     assert m._perform(duty) == 1.0 and duty.failures == 2
     assert 0 <= m._perform(duty) <= 1.0 and duty.failures == 0
     assert [s.name for s in app.store.schedules()] == ["beat"]
+
+
+def test_a_schedule_whose_job_the_store_refuses_does_not_stop_the_others(
+        app: tether.App) -> None:
+    bad = replace(every(app, 1, name="a"), template=NewJob("task.a", priority=2**40))
+    good = every(app, 1, name="b")
+    s = Scheduler(app.store, [bad, good], Events(), "test-holder")
+    t0 = 1_800_000_000.0
+    s.run_once(now=t0)
+    with pytest.raises(ValueError, match="priority"):
+        s.run_once(now=t0 + 1)  # reported to the maintainer, which logs it and retries
+    assert ticks_enqueued(app.store, "q.b") == [t0 + 1]
+    assert ticks_enqueued(app.store, "q.a") == []
 
 
 def test_a_worker_runs_a_schedule_and_handlers_see_the_tick(

@@ -16,6 +16,10 @@ Run by the leader of the ``maintenance:schedule`` election (``maintainer.py``). 
 * **A new schedule starts at its next tick:** the first round that finds no record for it
   records the store's now as a skipped tick (where it starts), so nothing before that runs.
 * **It sleeps until the next tick** (by the store's clock), at most :data:`MAX_SLEEP`.
+* **One schedule's failure is not every schedule's:** an error offering one schedule's tick
+  (the store refusing its job, the store going away mid-round) does not stop the round; the
+  others are still offered, then the first error is raised for the maintainer to log and
+  retry the round.
 """
 
 from __future__ import annotations
@@ -51,9 +55,17 @@ class Scheduler:
         now = self.store.now() if now is None else now
         known = {s.name: s for s in self.store.schedules()}
         wake = now + MAX_SLEEP
+        failed: Exception | None = None
         for schedule in self.schedules:
-            last = self._round(schedule, known.get(schedule.name), now)
+            try:
+                last = self._round(schedule, known.get(schedule.name), now)
+            except Exception as exc:
+                log.debug("schedule %s failed this round: %s", schedule.name, exc)
+                failed = failed or exc
+                continue
             wake = min(wake, schedule.next_after(max(last, now)))
+        if failed is not None:
+            raise failed
         return max(0.0, wake - now)
 
     def _round(self, schedule: Schedule, state: ScheduleState | None, now: float) -> float:
