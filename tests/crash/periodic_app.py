@@ -1,7 +1,11 @@
 """The app of the periodic crash test (``tests.crash.periodic_app:app``): one ``every=1``
 schedule on an ordinary task, and the leadership events of every worker recorded to
 ``events-<pid>.jsonl`` in ``TETHER_TEST_DIR`` (name, term, wall time), so the test can tell a
-missed tick that fell in a leader change from one that did not."""
+missed tick that fell in a leader change from one that did not, and the scheduler's
+``schedule_skipped`` events (the tick enqueued after a gap, how many ticks it passed over, and
+why), so every missed tick can be matched to the catch-up decision that passed it over.
+Written synchronously (``Events.emit`` calls back inline, before the tick's write), so a
+SIGKILLed leader's record of a decision it was about to act on is never lost."""
 
 from __future__ import annotations
 
@@ -38,5 +42,5 @@ def _record(event: Event) -> None:
         os.close(fd)
 
 
-for _name in ("leadership_acquired", "leadership_lost"):
+for _name in ("leadership_acquired", "leadership_lost", "schedule_skipped"):
     app.on(_name, _record)
