@@ -5,7 +5,11 @@ Three ``tether worker tests.crash.periodic_app:app`` processes run an ``every=1`
 leader record (``maintenance:schedule``; the holder string is the worker id ``host:pid:uuid``)
 and in turn SIGKILLs it (a fresh worker replaces it), SIGSTOPs it until another worker has
 taken over, then SIGCONTs it (it wakes mid-round, believing it may still lead), or SIGSTOPs the
-whole fleet for ``OUTAGE`` seconds (a time with no leader at all) and SIGCONTs it. Then:
+whole fleet for ``OUTAGE`` seconds (a time with no leader at all) and SIGCONTs it. After each
+outage the first leader to catch up pauses its maintenance thread *mid-tick* (``periodic_app``:
+between reading the due tick and offering it to the store); the test waits until another
+leader has enqueued that tick or a later one, then resumes it, so its offer of an old tick
+reaches the store. Then:
 
 * every tick has exactly one job: counted per tick (from the payload envelope) and per unique
   key;
@@ -20,7 +24,9 @@ whole fleet for ``OUTAGE`` seconds (a time with no leader at all) and SIGCONTs i
   is for a tick whose ``schedule_skipped`` event (``why=catch_up=latest``) counts at least the
   gap's ticks as passed over;
 * each fleet-wide outage did miss ticks and enqueued only the newest of them (``latest``, not
-  ``all``): the policy is exercised, not only tolerated.
+  ``all``): the policy is exercised, not only tolerated;
+* a leader resumed mid-tick enqueued nothing for its old tick (no ``schedule_enqueued`` of
+  that tick from it, and the checks above: no tick twice, none out of order).
 
 Workers use lease_ttl 2 s, so the leader lease is 1 s and followers retry every 0.33 s.
 """
@@ -31,6 +37,7 @@ import itertools
 import signal
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -62,6 +69,12 @@ def scheduled(store: Store) -> list[Job]:
         after = page[-1].id
 
 
+def mid_round(cluster: Cluster, what: str, seen: int) -> dict[str, Any] | None:
+    """The next ``paused_mid_round`` / ``resumed_mid_round`` record after the first ``seen``."""
+    records = [r for r in cluster.records("events") if r["event"] == f"{what}_mid_round"]
+    return records[seen] if len(records) > seen else None
+
+
 def leader_of(store: Store, workers: list[Worker]) -> Worker | None:
     lead = store.leader(SCHEDULE_ELECTION)
     if lead is None:
@@ -81,6 +94,8 @@ def test_every_tick_once_while_the_schedule_leader_is_killed_and_paused(
     actions: list[tuple[str, float]] = []
     pauses: list[tuple[float, float]] = []  # (SIGSTOP, SIGCONT) wall times
     outages: list[tuple[float, float]] = []  # the whole fleet's (SIGSTOP, SIGCONT)
+    mid_tick: list[tuple[int, float, float]] = []  # (pid, tick, resumed) of leaders paused
+    # mid-tick
     end = time.monotonic() + CHAOS
     round_ = 0
     while time.monotonic() < end:
@@ -118,9 +133,23 @@ def test_every_tick_once_while_the_schedule_leader_is_killed_and_paused(
             until = store.now() + OUTAGE
             wait_for(lambda until=until: store.now() >= until, 15,  # type: ignore[misc]
                      "the outage to last its ticks")
+            trigger = cluster.folder / "pause-mid-round"
+            trigger.touch()  # the first leader to catch up pauses itself mid-tick
             resumed = max(w.send(signal.SIGCONT) for w in fleet)
             actions.append(("resume", resumed))
             outages.append((stopped, resumed))
+            seen = len(mid_tick)
+            paused = wait_for(lambda seen=seen: mid_round(cluster, "paused", seen),  # type: ignore[misc]
+                              15, "a leader to pause mid-tick")
+            wait_for(lambda tick=paused["tick"]: max(  # type: ignore[misc]
+                tick_of(j.payload) or 0.0 for j in scheduled(store)) >= tick, 15,
+                "another leader to enqueue the paused leader's tick")
+            (cluster.folder / "resume-mid-round").touch()
+            woken = wait_for(lambda seen=seen: mid_round(cluster, "resumed", seen),  # type: ignore[misc]
+                             15, "the paused leader to go on")["t"]
+            actions.append(("mid-tick resumed", woken))
+            pauses.append((paused["t"], woken))
+            mid_tick.append((paused["pid"], paused["tick"], woken))
         wait_for(lambda before=before: len(scheduled(store)) > before, 15,  # type: ignore[misc]
                  "scheduling to go on")
         round_ += 1
@@ -176,6 +205,13 @@ def test_every_tick_once_while_the_schedule_leader_is_killed_and_paused(
         inside = [t for t in missing if stop <= t <= cont]
         assert len(inside) >= 2, (f"outage {stop:.2f}..{cont:.2f} left only {inside} "
                                   f"missing: its ticks were caught up, not passed over")
+    # A leader resumed mid-tick offered an old tick; the store enqueued nothing for it.
+    assert len(mid_tick) == len(outages)
+    enqueued = [r for r in cluster.records("events") if r["event"] == "schedule_enqueued"]
+    for pid, tick, woken in mid_tick:
+        late_offer = [r for r in enqueued if r["pid"] == pid and r["tick"] <= tick
+                      and r["t"] >= woken]
+        assert late_offer == [], f"a leader resumed mid-tick enqueued an old tick: {late_offer}"
     assert got[-3:] == [got[-1] - 2, got[-1] - 1, got[-1]], "no steady state at the end"
     kills = sum(1 for kind, _ in actions if kind == "kill")
     stops = sum(1 for kind, _ in actions if kind == "stop")
