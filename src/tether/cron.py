@@ -162,8 +162,8 @@ class Cron:
 
     def next_after(self, t: float, tz: tzinfo) -> float:
         """The first tick strictly after epoch ``t`` in zone ``tz`` (see the DST rule)."""
-        if self.wild and _folds_near(t, tz):
-            return self._next_in_fold(t, tz)
+        if self.wild and (fold := _fold_near(t, tz)):
+            return self._next_in_fold(t, tz, fold)
         local = datetime.fromtimestamp(t, tz).replace(tzinfo=None)
         start = local.replace(second=0, microsecond=0) + _MINUTE
         while True:
@@ -175,14 +175,14 @@ class Cron:
                 return tick
             start = found + _MINUTE  # the second pass of a repeated hour: fires nothing
 
-    def _next_in_fold(self, t: float, tz: tzinfo) -> float:
+    def _next_in_fold(self, t: float, tz: tzinfo, fold: float) -> float:
         """``next_after`` for a wildcard expression near clocks going back: there, wall-clock
         order is not time order (the repeated hour's second pass comes after later wall
         times). A tick is the first occurrence of a matching wall time, or its second one;
-        the first is never later than the second, and firsts grow with the wall time, so it
-        walks matching wall times from ``_FOLD_SPAN`` before ``t`` and stops at the first
-        whose first occurrence is later than the best tick found."""
-        start = datetime.fromtimestamp(t - _FOLD_SPAN, tz).replace(
+        the first is at most ``fold`` seconds (how far clocks go back) before the second, and
+        firsts grow with the wall time, so it walks matching wall times from ``fold`` before
+        ``t`` and stops at the first whose first occurrence is later than the best tick."""
+        start = datetime.fromtimestamp(t - fold, tz).replace(
             tzinfo=None, second=0, microsecond=0)
         best: float | None = None
         while True:
@@ -198,10 +198,14 @@ class Cron:
             start = found + _MINUTE
 
 
-def _folds_near(t: float, tz: tzinfo) -> bool:
-    """Whether the zone's offset changes within ``_FOLD_SPAN`` of ``t``."""
+def _fold_near(t: float, tz: tzinfo) -> float:
+    """How many seconds clocks go back within ``_FOLD_SPAN`` of ``t`` (0: they do not; clocks
+    going forward repeat no time)."""
     before = datetime.fromtimestamp(t - _FOLD_SPAN, tz).utcoffset()
-    return before != datetime.fromtimestamp(t + _FOLD_SPAN, tz).utcoffset()
+    after = datetime.fromtimestamp(t + _FOLD_SPAN, tz).utcoffset()
+    if before is None or after is None:
+        return 0.0
+    return max(0.0, (before - after).total_seconds())
 
 
 def _second_pass(naive: datetime, tz: tzinfo) -> float | None:
