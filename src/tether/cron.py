@@ -46,8 +46,8 @@ _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (  # name, low, high
 )
 _PART = re.compile(r"^(\*|[a-z0-9]+)(?:-([a-z0-9]+))?(?:/(\d+))?$")
 _MINUTE = timedelta(minutes=1)
-#: The longest a wall-clock time can be repeated (an offset change when clocks go back); the
-#: second passes of a fold are searched only when the offset changes within this of a time.
+#: How far around a time an offset change is looked for (longer than any zone's fold): the
+#: second passes of a repeated hour are searched only when clocks go back within this of it.
 _FOLD_SPAN = 3 * 3600.0
 
 
@@ -209,7 +209,8 @@ def _fold_near(t: float, tz: tzinfo) -> float:
 
 
 def _second_pass(naive: datetime, tz: tzinfo) -> float | None:
-    """Epoch seconds of a repeated wall-clock time's second occurrence (None if it has one)."""
+    """Epoch seconds of a repeated wall-clock time's second occurrence (None when it occurs
+    once)."""
     first = naive.replace(tzinfo=tz, fold=0).timestamp()
     second = naive.replace(tzinfo=tz, fold=1).timestamp()
     return second if second > first and _exists(naive, tz) else None
