@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import tether
+from tests.servers import IN_PROCESS_KINDS
 from tests.worker.helpers import running, wait_until
 from tether.config import make_settings
 from tether.context import current_job
@@ -23,6 +24,13 @@ from tether.periodic import CatchUp, Schedule, schedules_of, tick_of
 from tether.stores.base import NewJob, Store
 
 pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture(params=IN_PROCESS_KINDS)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """Every store, the in-process memory store too (nothing here leaves the process)."""
+    kind: str = request.param
+    return kind
 
 
 @pytest.fixture
@@ -209,3 +217,25 @@ def test_a_worker_runs_a_schedule_and_handlers_see_the_tick(
     state = {s.name: s for s in app.store.schedules()}[fast.name]
     assert state.last_job_id is not None
 
+
+def test_a_periodic_job_runs_with_its_tasks_options(app: tether.App) -> None:
+    """Queue, priority, max_attempts and timeout of the task apply to its scheduled jobs: a
+    tick's job that outlives its 0.3 s timeout fails for good after its single attempt."""
+    release = threading.Event()
+
+    @app.periodic(every=0.5)
+    @app.task(queue="opts", priority=7, max_attempts=1, timeout=0.3)
+    def slow() -> None:
+        release.wait(30)
+
+    try:
+        with running(app, queues=["opts"], concurrency=2):
+            job = wait_until(lambda: next((j for j in app.store.list_jobs(queue="opts")
+                                           if j.status == "failed"), None),
+                             timeout=30, what="a scheduled job to time out")
+    finally:
+        release.set()
+    assert tick_of(job.payload) is not None
+    assert (job.task, job.queue, job.priority, job.max_attempts, job.attempt) == (
+        slow.name, "opts", 7, 1, 1)
+    assert job.failure_reason == "timeout", (job.failure_reason, job.last_error)
