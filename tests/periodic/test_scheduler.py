@@ -21,7 +21,7 @@ from tether.events import Event, Events
 from tether.maintenance.maintainer import SCHEDULE_ELECTION, Maintainer
 from tether.maintenance.scheduler import MAX_CATCH_UP, ON_TIME, Scheduler
 from tether.periodic import CatchUp, Schedule, schedules_of, tick_of
-from tether.stores.base import NewJob, Store
+from tether.stores.base import NewJob, Outcome, Store
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -86,6 +86,27 @@ def test_every_tick_once_whoever_schedules_and_however_often(app: tether.App,
             scheduler(s, app).run_once(now=t0 + i)
         scheduler(stores[1], app).run_once(now=t0 + i - 0.5)
     assert ticks_enqueued(app.store, "q.beat") == [t0 + i for i in range(1, 21)]
+
+
+def test_a_tick_whose_job_ran_and_was_pruned_is_not_enqueued_again(app: tether.App) -> None:
+    """The dedup record is the schedule's row, which pruning never touches: once the job of a
+    tick has run and been pruned (its unique key free again), a paused leader waking with that
+    old tick still enqueues nothing."""
+    schedule = every(app, 1)
+    store = app.store
+    t0 = 1_800_000_000.0
+    scheduler(store, app).run_once(now=t0)
+    scheduler(store, app).run_once(now=t0 + 1)
+    [job] = store.claim("w", ["q.beat"], 1, 30.0, now=t0 + 1)
+    assert job.lease is not None
+    assert store.finish([Outcome(job.lease, "done", result="null")], now=t0 + 2) == []
+    assert store.prune("done", 0.0, now=t0 + 3) == 1
+    assert store.get_job(job.id) is None
+    scheduler(store, app).run_once(now=t0 + 1.5)  # a leader paused since t0 + 1.5 wakes
+    assert store.schedule_tick("beat", t0 + 1, schedule.new_job(t0 + 1), now=t0 + 3) is None
+    assert ticks_enqueued(store, "q.beat") == []
+    scheduler(store, app).run_once(now=t0 + 3)
+    assert ticks_enqueued(store, "q.beat") == [t0 + 3]
 
 
 def test_concurrent_leaders_enqueue_each_tick_once(app: tether.App, open_another: Any) -> None:
