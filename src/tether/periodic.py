@@ -71,6 +71,12 @@ class Schedule:
         return f"every {self.every:g}s"
 
     @property
+    def fingerprint(self) -> str:
+        """What the ticks depend on (spec and zone), carried in each job's envelope so a later
+        leader can tell that the schedule was changed since its last job."""
+        return f"{self.spec} {self.tz_name}"
+
+    @property
     def tz_name(self) -> str:
         return str(getattr(self.tz, "key", None) or self.tz)
 
@@ -106,8 +112,8 @@ class Schedule:
         """The job for ``tick``: the task's options, the fixed arguments, the tick in the
         envelope and a unique key per (schedule, tick)."""
         job = self.template or self.task.new_job(self.args, dict(self.kwargs))
-        text = payload.with_meta(job.payload, **{META_KEY: {"schedule": self.name,
-                                                            "tick": tick}})
+        text = payload.with_meta(job.payload, **{META_KEY: {
+            "schedule": self.name, "tick": tick, "spec": self.fingerprint}})
         return NewJob(task=job.task, payload=text, queue=job.queue, priority=job.priority,
                       run_at=job.run_at, delay=job.delay, max_attempts=job.max_attempts,
                       max_stalls=job.max_stalls, unique_key=unique_key(self.name, tick))
@@ -117,15 +123,25 @@ def unique_key(name: str, tick: float) -> str:
     return f"tether:periodic:{name}:{tick!r}"
 
 
-def tick_of(payload_text: str) -> float | None:
-    """The tick a scheduled job was enqueued for (None for other jobs)."""
+def _entry(payload_text: str) -> dict[str, Any]:
     try:
         entry = payload.meta(payload_text).get(META_KEY)
     except ValueError:
-        return None
-    if isinstance(entry, dict) and isinstance(entry.get("tick"), int | float):
-        return float(entry["tick"])
-    return None
+        return {}
+    return entry if isinstance(entry, dict) else {}
+
+
+def tick_of(payload_text: str) -> float | None:
+    """The tick a scheduled job was enqueued for (None for other jobs)."""
+    tick = _entry(payload_text).get("tick")
+    return float(tick) if isinstance(tick, int | float) else None
+
+
+def fingerprint_of(payload_text: str) -> str | None:
+    """The ``Schedule.fingerprint`` a scheduled job was enqueued under (None: not a scheduled
+    job, or one from a release that did not record it)."""
+    spec = _entry(payload_text).get("spec")
+    return spec if isinstance(spec, str) else None
 
 
 def schedules_of(app: App) -> list[Schedule]:
@@ -221,4 +237,4 @@ def declare(
 
 
 __all__ = ["CATCH_UP", "META_KEY", "MIN_EVERY", "CatchUp", "Schedule", "declare",
-           "schedules_of", "tick_of", "unique_key"]
+           "fingerprint_of", "schedules_of", "tick_of", "unique_key"]

@@ -178,6 +178,38 @@ def test_catch_up_none_skips_missed_ticks_and_runs_the_next_due_one(app: tether.
     assert ticks_enqueued(app.store, "q.beat") == [t0 + 10, t0 + 50]
 
 
+@pytest.mark.parametrize("catch_up", ["all", "latest"])
+def test_a_schedule_changed_by_a_deploy_starts_afresh_instead_of_catching_up(
+        app: tether.App, store_url: str, catch_up: CatchUp) -> None:
+    """every=60 becomes every=1 under the same name: the new spec's ticks since the last job
+    were never due. Caught up, they were a burst of 100 jobs (all) or an unplanned run
+    (latest); the schedule now starts at its next tick, like a new one."""
+    every(app, 60, catch_up)
+    t0 = 1_800_000_000.0  # a multiple of 60
+    scheduler(app.store, app).run_once(now=t0)
+    scheduler(app.store, app).run_once(now=t0 + 60)
+    assert ticks_enqueued(app.store, "q.beat") == [t0 + 60]
+    deployed = tether.App(store_url, lease_ttl=3, poll_interval=0.1)
+    try:
+        every(deployed, 1, catch_up)
+        events = Events()
+        skipped: list[Event] = []
+        events.on("schedule_skipped", skipped.append)
+        later = scheduler(deployed.store, deployed, events)
+        later.run_once(now=t0 + 500.5)
+        assert ticks_enqueued(app.store, "q.beat") == [t0 + 60]
+        assert [(e.detail["why"], e.detail["tick"]) for e in skipped] == [
+            ("spec changed", t0 + 500.5)]
+        later.run_once(now=t0 + 501)
+        assert ticks_enqueued(app.store, "q.beat") == [t0 + 60, t0 + 501]
+        # Unchanged since (its jobs carry the new spec): a gap is caught up as usual.
+        later.run_once(now=t0 + 505)
+        assert ticks_enqueued(app.store, "q.beat")[2:] == (
+            [t0 + 502, t0 + 503, t0 + 504, t0 + 505] if catch_up == "all" else [t0 + 505])
+    finally:
+        deployed.close()
+
+
 def test_a_store_error_does_not_end_the_duty(app: tether.App) -> None:
     every(app, 1)
 
