@@ -13,8 +13,12 @@ a wall-clock time:
 * a local time that does not exist (the hour skipped when clocks go forward) fires once, at the
   first instant after the gap (02:30 on a night that jumps from 02:00 to 03:00 fires at 03:00;
   every time inside the gap, and 03:00 itself, are that one instant, so it fires once);
-* a local time that exists twice (the hour repeated when clocks go back) fires once, at its
-  first occurrence; the repeated hour's second pass fires nothing.
+* a local time that exists twice (the hour repeated when clocks go back) fires at its first
+  occurrence; it fires again in the repeated hour's second pass only when the expression's
+  minute or hour field is a wildcard (starts with ``*``: ``*/5 * * * *``, ``0 * * * *``,
+  ``@hourly``), Vixie cron's rule. So a fixed-time job (``30 1 * * *``) runs once that night,
+  while a job that runs every few minutes or every hour keeps its pace in real time instead of
+  going silent for the repeated hour.
 
 Ticks are the epoch seconds of those instants, so every process computes the same float for
 the same tick (the store dedups on it).
@@ -42,6 +46,9 @@ _FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (  # name, low, high
 )
 _PART = re.compile(r"^(\*|[a-z0-9]+)(?:-([a-z0-9]+))?(?:/(\d+))?$")
 _MINUTE = timedelta(minutes=1)
+#: How far around a time an offset change is looked for (longer than any zone's fold): the
+#: second passes of a repeated hour are searched only when clocks go back within this of it.
+_FOLD_SPAN = 3 * 3600.0
 
 
 class CronError(ValueError):
@@ -96,6 +103,7 @@ class Cron:
     weekdays: frozenset[int]  # 0 = Sunday
     any_day: bool  # day of month is *
     any_weekday: bool  # day of week is *
+    wild: bool = False  # minute or hour starts with *: fires in both passes of a repeated hour
 
     @classmethod
     def parse(cls, text: str) -> Cron:
@@ -113,7 +121,8 @@ class Cron:
         sets = [_field(p, *f) for p, f in zip(parts, _FIELDS, strict=True)]
         weekdays = frozenset(d % 7 for d in sets[4])
         made = cls(text, sets[0], sets[1], sets[2], sets[3], weekdays,
-                   parts[2] == "*", parts[4] == "*")
+                   parts[2] == "*", parts[4] == "*",
+                   parts[0].startswith("*") or parts[1].startswith("*"))
         start = datetime(2000, 1, 1)
         if made._next_local(start) is None:
             raise CronError(f"cron {text!r} never fires (no matching day within "
@@ -153,6 +162,8 @@ class Cron:
 
     def next_after(self, t: float, tz: tzinfo) -> float:
         """The first tick strictly after epoch ``t`` in zone ``tz`` (see the DST rule)."""
+        if self.wild and (fold := _fold_near(t, tz)):
+            return self._next_in_fold(t, tz, fold)
         local = datetime.fromtimestamp(t, tz).replace(tzinfo=None)
         start = local.replace(second=0, microsecond=0) + _MINUTE
         while True:
@@ -163,6 +174,46 @@ class Cron:
             if tick > t:
                 return tick
             start = found + _MINUTE  # the second pass of a repeated hour: fires nothing
+
+    def _next_in_fold(self, t: float, tz: tzinfo, fold: float) -> float:
+        """``next_after`` for a wildcard expression near clocks going back: there, wall-clock
+        order is not time order (the repeated hour's second pass comes after later wall
+        times). A tick is the first occurrence of a matching wall time, or its second one;
+        the first is at most ``fold`` seconds (how far clocks go back) before the second, and
+        firsts grow with the wall time, so it walks matching wall times from ``fold`` before
+        ``t`` and stops at the first whose first occurrence is later than the best tick."""
+        start = datetime.fromtimestamp(t - fold, tz).replace(
+            tzinfo=None, second=0, microsecond=0)
+        best: float | None = None
+        while True:
+            found = self._next_local(start)
+            if found is None:
+                raise CronError(f"cron {self.text!r} never fires after {start}")
+            first = instant(found, tz)
+            if best is not None and first > best:
+                return best
+            for tick in (first, _second_pass(found, tz)):
+                if tick is not None and tick > t and (best is None or tick < best):
+                    best = tick
+            start = found + _MINUTE
+
+
+def _fold_near(t: float, tz: tzinfo) -> float:
+    """How many seconds clocks go back within ``_FOLD_SPAN`` of ``t`` (0: they do not; clocks
+    going forward repeat no time)."""
+    before = datetime.fromtimestamp(t - _FOLD_SPAN, tz).utcoffset()
+    after = datetime.fromtimestamp(t + _FOLD_SPAN, tz).utcoffset()
+    if before is None or after is None:
+        return 0.0
+    return max(0.0, (before - after).total_seconds())
+
+
+def _second_pass(naive: datetime, tz: tzinfo) -> float | None:
+    """Epoch seconds of a repeated wall-clock time's second occurrence (None when it occurs
+    once)."""
+    first = naive.replace(tzinfo=tz, fold=0).timestamp()
+    second = naive.replace(tzinfo=tz, fold=1).timestamp()
+    return second if second > first and _exists(naive, tz) else None
 
 
 def _exists(naive: datetime, tz: tzinfo) -> bool:

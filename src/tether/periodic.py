@@ -58,6 +58,9 @@ class Schedule:
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     catch_up: CatchUp = "latest"
+    #: The job of every tick but its envelope and unique key, encoded once at declaration
+    #: through the task's codec (None: encoded per tick, for schedules built by hand).
+    template: NewJob | None = None
 
     @property
     def spec(self) -> str:
@@ -66,6 +69,12 @@ class Schedule:
             return self.cron.text
         assert self.every is not None
         return f"every {self.every:g}s"
+
+    @property
+    def fingerprint(self) -> str:
+        """What the ticks depend on (spec and zone), carried in each job's envelope so a later
+        leader can tell that the schedule was changed since its last job."""
+        return f"{self.spec} {self.tz_name}"
 
     @property
     def tz_name(self) -> str:
@@ -102,28 +111,37 @@ class Schedule:
     def new_job(self, tick: float) -> NewJob:
         """The job for ``tick``: the task's options, the fixed arguments, the tick in the
         envelope and a unique key per (schedule, tick)."""
-        job = self.task.new_job(self.args, dict(self.kwargs), unique_key=unique_key(self.name,
-                                                                                      tick))
-        text = payload.with_meta(job.payload, **{META_KEY: {"schedule": self.name,
-                                                            "tick": tick}})
+        job = self.template or self.task.new_job(self.args, dict(self.kwargs))
+        text = payload.with_meta(job.payload, **{META_KEY: {
+            "schedule": self.name, "tick": tick, "spec": self.fingerprint}})
         return NewJob(task=job.task, payload=text, queue=job.queue, priority=job.priority,
                       run_at=job.run_at, delay=job.delay, max_attempts=job.max_attempts,
-                      max_stalls=job.max_stalls, unique_key=job.unique_key)
+                      max_stalls=job.max_stalls, unique_key=unique_key(self.name, tick))
 
 
 def unique_key(name: str, tick: float) -> str:
     return f"tether:periodic:{name}:{tick!r}"
 
 
-def tick_of(payload_text: str) -> float | None:
-    """The tick a scheduled job was enqueued for (None for other jobs)."""
+def _entry(payload_text: str) -> dict[str, Any]:
     try:
         entry = payload.meta(payload_text).get(META_KEY)
     except ValueError:
-        return None
-    if isinstance(entry, dict) and isinstance(entry.get("tick"), int | float):
-        return float(entry["tick"])
-    return None
+        return {}
+    return entry if isinstance(entry, dict) else {}
+
+
+def tick_of(payload_text: str) -> float | None:
+    """The tick a scheduled job was enqueued for (None for other jobs)."""
+    tick = _entry(payload_text).get("tick")
+    return float(tick) if isinstance(tick, int | float) else None
+
+
+def fingerprint_of(payload_text: str) -> str | None:
+    """The ``Schedule.fingerprint`` a scheduled job was enqueued under (None: not a scheduled
+    job, or one from a release that did not record it)."""
+    spec = _entry(payload_text).get("spec")
+    return spec if isinstance(spec, str) else None
 
 
 def schedules_of(app: App) -> list[Schedule]:
@@ -184,11 +202,10 @@ def declare(
                           f"got {catch_up!r}")
     if not isinstance(args, list | tuple):
         raise ConfigError("periodic args must be a tuple or list")
+    if kwargs is not None and not isinstance(kwargs, Mapping):
+        raise ConfigError(f"periodic kwargs must be a mapping of argument names, got "
+                          f"{type(kwargs).__name__}")
     fixed = dict(kwargs or {})
-    try:
-        payload.encode_call(tuple(args), fixed, "periodic")
-    except TypeError as exc:
-        raise ConfigError(f"periodic args/kwargs: {exc}") from None
 
     def apply(task: TaskT) -> TaskT:
         if not isinstance(task, Task):
@@ -200,20 +217,24 @@ def declare(
             limits.check_text(sched_name, "periodic name", limit=limits.MAX_NAME)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        # Encoded now, as every tick will send them (the task's codec and options), and
+        # decoded as the worker will: bad arguments fail here, at import, not as a dead job
+        # every tick.
         try:
-            task.arguments(payload.encode_call(tuple(args), fixed, task.name))
-        except TypeError as exc:
-            raise ConfigError(f"periodic {sched_name}: {exc}") from None
+            template = task.new_job(tuple(args), fixed)
+            task.arguments(template.payload)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"periodic {sched_name} args/kwargs: {exc}") from None
         known = _registry.setdefault(app, {})
         if sched_name in known:
             raise ConfigError(f"a schedule named {sched_name!r} is already declared; give "
                               "name= to schedule a task twice")
         known[sched_name] = Schedule(sched_name, task, seconds, parsed, zone, tuple(args),
-                                     fixed, catch_up)
+                                     fixed, catch_up, template)
         return task
 
     return apply
 
 
 __all__ = ["CATCH_UP", "META_KEY", "MIN_EVERY", "CatchUp", "Schedule", "declare",
-           "schedules_of", "tick_of", "unique_key"]
+           "fingerprint_of", "schedules_of", "tick_of", "unique_key"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.servers import IN_PROCESS_KINDS
 from tether.cli.main import main
 from tether.events import Events
 from tether.maintenance.scheduler import Scheduler
@@ -16,6 +17,14 @@ from tether.periodic import schedules_of
 from tether.worker.appspec import load_app
 
 _n = itertools.count()
+
+
+@pytest.fixture(params=IN_PROCESS_KINDS)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """Every store, the in-process memory store too (nothing here leaves the process)."""
+    kind: str = request.param
+    return kind
+
 
 APP = '''
 import tether

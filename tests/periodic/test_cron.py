@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, tzinfo
 from zoneinfo import ZoneInfo
 
@@ -75,16 +76,34 @@ def test_a_skipped_local_time_runs_once_at_the_end_of_the_gap() -> None:
     assert ticks("15 2 * * *", "2026-03-28T12:00", PARIS, 1) == ["2026-03-29T03:00:00+02:00"]
 
 
-def test_a_repeated_local_time_runs_once_at_its_first_occurrence() -> None:
+def test_a_repeated_fixed_local_time_runs_once_at_its_first_occurrence() -> None:
     # 2026-11-01: New York goes back from 02:00 EDT to 01:00 EST.
     assert ticks("30 1 * * *", "2026-10-31T12:00", NY, 2) == [
         "2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"]
-    assert ticks("0 * * * *", "2026-11-01T00:10", NY, 3) == [
-        "2026-11-01T01:00:00-04:00", "2026-11-01T02:00:00-05:00", "2026-11-01T03:00:00-05:00"]
-    # Asked from inside the second pass of the repeated hour: nothing fires in it.
+    assert ticks("0,30 1 * * *", "2026-11-01T00:10", NY, 3) == [
+        "2026-11-01T01:00:00-04:00", "2026-11-01T01:30:00-04:00", "2026-11-02T01:00:00-05:00"]
+
+
+def test_a_wildcard_schedule_keeps_its_pace_through_the_repeated_hour() -> None:
+    """``*/5 * * * *`` (the issue's example) and ``@hourly`` run in both passes of the
+    repeated hour (Vixie cron's rule): no hour of silence when clocks go back."""
+    assert ticks("0 * * * *", "2026-11-01T00:10", NY, 4) == [
+        "2026-11-01T01:00:00-04:00", "2026-11-01T01:00:00-05:00", "2026-11-01T02:00:00-05:00",
+        "2026-11-01T03:00:00-05:00"]
+    assert ticks("@hourly", "2026-11-01T00:10", NY, 2)[1] == "2026-11-01T01:00:00-05:00"
+    # Paris, 2026-10-25 03:00 CEST -> 02:00 CET: 5 minutes apart in real time throughout.
+    got = ticks("*/5 * * * *", "2026-10-25T01:50", PARIS, 30)
+    instants = [datetime.fromisoformat(t).timestamp() for t in got]
+    assert [b - a for a, b in itertools.pairwise(instants)] == [300.0] * 29
+    assert got[12:14] == ["2026-10-25T02:55:00+02:00", "2026-10-25T02:00:00+01:00"]
+    # Asked from inside the second pass of the repeated hour: its next wall time.
     second_pass = datetime(2026, 11, 1, 6, 10, tzinfo=UTC).timestamp()  # 01:10 EST
     nxt = Cron.parse("*/15 * * * *").next_after(second_pass, NY)
-    assert datetime.fromtimestamp(nxt, NY).isoformat() == "2026-11-01T02:00:00-05:00"
+    assert datetime.fromtimestamp(nxt, NY).isoformat() == "2026-11-01T01:15:00-05:00"
+    # Asked from the end of the first pass: the second pass comes next, not 02:00.
+    first_pass_end = datetime(2026, 11, 1, 5, 58, tzinfo=UTC).timestamp()  # 01:58 EDT
+    nxt = Cron.parse("*/15 * * * *").next_after(first_pass_end, NY)
+    assert datetime.fromtimestamp(nxt, NY).isoformat() == "2026-11-01T01:00:00-05:00"
 
 
 @pytest.mark.parametrize(("expr", "message"), [

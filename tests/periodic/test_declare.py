@@ -3,7 +3,7 @@ makes, and ``current_job().scheduled_at``."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
@@ -76,7 +76,8 @@ def test_every_ticks_are_multiples_of_the_interval(app: App) -> None:
     ({"every": 5, "tz": "Europe/Paris"}, "tz applies to cron= only"),
     ({"every": 5, "catch_up": "some"}, "catch_up must be one of latest, all, none"),
     ({"every": 5, "args": {"a": 1}}, "args must be a tuple"),
-    ({"every": 5, "kwargs": {"a": object()}}, "JSON"),
+    ({"every": 5, "kwargs": [("a", 1)]}, "kwargs must be a mapping"),
+    ({"every": 5, "kwargs": "a"}, "kwargs must be a mapping"),
 ])
 def test_bad_declarations_raise_config_error_naming_the_option(
     app: App, options: dict[str, object], message: str
@@ -96,6 +97,28 @@ def test_arguments_must_fit_the_task_and_it_must_be_a_task(app: App) -> None:
     with pytest.raises(ConfigError, match="another App"):
         App("sqlite:///unused.db").periodic(every=5, args=(1,))(one)
     assert schedules_of(app) == []
+
+
+def test_fixed_arguments_are_encoded_once_at_declaration_by_the_tasks_codec(app: App) -> None:
+    """A typed task takes what its ``enqueue`` takes (here a date, through the app's codec);
+    what no tick could send is refused at import, naming the schedule."""
+    @app.task
+    def report(day: date, kind: str = "short") -> str:
+        return f"{day} {kind}"
+
+    fixed = [date(2026, 3, 29)]
+    app.periodic(every=60, args=fixed, kwargs={"kind": "long"}, name="report")(report)
+    fixed[0] = date(2000, 1, 1)  # the declaration encoded its arguments already
+    [s] = schedules_of(app)
+    new = s.new_job(1_800_000_000.0)
+    assert new.payload == s.new_job(1_800_000_060.0).payload.replace("1800000060.0",
+                                                                     "1800000000.0")
+    assert report.arguments(new.payload) == ([date(2026, 3, 29)], {"kind": "long"})
+    with pytest.raises(ConfigError, match=r"periodic bad args/kwargs: .*JSON"):
+        app.periodic(every=5, kwargs={"kind": object()}, name="bad")(report)
+    with pytest.raises(ConfigError, match=r"periodic worse args/kwargs: .*decode"):
+        app.periodic(every=5, args=("not a date",), name="worse")(report)
+    assert [s.name for s in schedules_of(app)] == ["report"]
 
 
 def test_scheduled_at_is_the_tick_for_handlers(app: App) -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 import pytest
 
 import tether
+from tests.servers import IN_PROCESS_KINDS
 from tests.worker.helpers import running, wait_until
 from tether.config import make_settings
 from tether.context import current_job
@@ -19,9 +21,16 @@ from tether.events import Event, Events
 from tether.maintenance.maintainer import SCHEDULE_ELECTION, Maintainer
 from tether.maintenance.scheduler import MAX_CATCH_UP, ON_TIME, Scheduler
 from tether.periodic import CatchUp, Schedule, schedules_of, tick_of
-from tether.stores.base import Store
+from tether.stores.base import NewJob, Outcome, Store
 
 pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture(params=IN_PROCESS_KINDS)
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """Every store, the in-process memory store too (nothing here leaves the process)."""
+    kind: str = request.param
+    return kind
 
 
 @pytest.fixture
@@ -77,6 +86,27 @@ def test_every_tick_once_whoever_schedules_and_however_often(app: tether.App,
             scheduler(s, app).run_once(now=t0 + i)
         scheduler(stores[1], app).run_once(now=t0 + i - 0.5)
     assert ticks_enqueued(app.store, "q.beat") == [t0 + i for i in range(1, 21)]
+
+
+def test_a_tick_whose_job_ran_and_was_pruned_is_not_enqueued_again(app: tether.App) -> None:
+    """The dedup record is the schedule's row, which pruning never touches: once the job of a
+    tick has run and been pruned (its unique key free again), a paused leader waking with that
+    old tick still enqueues nothing."""
+    schedule = every(app, 1)
+    store = app.store
+    t0 = 1_800_000_000.0
+    scheduler(store, app).run_once(now=t0)
+    scheduler(store, app).run_once(now=t0 + 1)
+    [job] = store.claim("w", ["q.beat"], 1, 30.0, now=t0 + 1)
+    assert job.lease is not None
+    assert store.finish([Outcome(job.lease, "done", result="null")], now=t0 + 2) == []
+    assert store.prune("done", 0.0, now=t0 + 3) == 1
+    assert store.get_job(job.id) is None
+    scheduler(store, app).run_once(now=t0 + 1.5)  # a leader paused since t0 + 1.5 wakes
+    assert store.schedule_tick("beat", t0 + 1, schedule.new_job(t0 + 1), now=t0 + 3) is None
+    assert ticks_enqueued(store, "q.beat") == []
+    scheduler(store, app).run_once(now=t0 + 3)
+    assert ticks_enqueued(store, "q.beat") == [t0 + 3]
 
 
 def test_concurrent_leaders_enqueue_each_tick_once(app: tether.App, open_another: Any) -> None:
@@ -148,6 +178,38 @@ def test_catch_up_none_skips_missed_ticks_and_runs_the_next_due_one(app: tether.
     assert ticks_enqueued(app.store, "q.beat") == [t0 + 10, t0 + 50]
 
 
+@pytest.mark.parametrize("catch_up", ["all", "latest"])
+def test_a_schedule_changed_by_a_deploy_starts_afresh_instead_of_catching_up(
+        app: tether.App, store_url: str, catch_up: CatchUp) -> None:
+    """every=60 becomes every=1 under the same name: the new spec's ticks since the last job
+    were never due. Caught up, they were a burst of 100 jobs (all) or an unplanned run
+    (latest); the schedule now starts at its next tick, like a new one."""
+    every(app, 60, catch_up)
+    t0 = 1_800_000_000.0  # a multiple of 60
+    scheduler(app.store, app).run_once(now=t0)
+    scheduler(app.store, app).run_once(now=t0 + 60)
+    assert ticks_enqueued(app.store, "q.beat") == [t0 + 60]
+    deployed = tether.App(store_url, lease_ttl=3, poll_interval=0.1)
+    try:
+        every(deployed, 1, catch_up)
+        events = Events()
+        skipped: list[Event] = []
+        events.on("schedule_skipped", skipped.append)
+        later = scheduler(deployed.store, deployed, events)
+        later.run_once(now=t0 + 500.5)
+        assert ticks_enqueued(app.store, "q.beat") == [t0 + 60]
+        assert [(e.detail["why"], e.detail["tick"]) for e in skipped] == [
+            ("spec changed", t0 + 500.5)]
+        later.run_once(now=t0 + 501)
+        assert ticks_enqueued(app.store, "q.beat") == [t0 + 60, t0 + 501]
+        # Unchanged since (its jobs carry the new spec): a gap is caught up as usual.
+        later.run_once(now=t0 + 505)
+        assert ticks_enqueued(app.store, "q.beat")[2:] == (
+            [t0 + 502, t0 + 503, t0 + 504, t0 + 505] if catch_up == "all" else [t0 + 505])
+    finally:
+        deployed.close()
+
+
 def test_a_store_error_does_not_end_the_duty(app: tether.App) -> None:
     every(app, 1)
 
@@ -176,6 +238,19 @@ def test_a_store_error_does_not_end_the_duty(app: tether.App) -> None:
     assert [s.name for s in app.store.schedules()] == ["beat"]
 
 
+def test_a_schedule_whose_job_the_store_refuses_does_not_stop_the_others(
+        app: tether.App) -> None:
+    bad = replace(every(app, 1, name="a"), template=NewJob("task.a", priority=2**40))
+    good = every(app, 1, name="b")
+    s = Scheduler(app.store, [bad, good], Events(), "test-holder")
+    t0 = 1_800_000_000.0
+    s.run_once(now=t0)
+    with pytest.raises(ValueError, match="priority"):
+        s.run_once(now=t0 + 1)  # reported to the maintainer, which logs it and retries
+    assert ticks_enqueued(app.store, "q.b") == [t0 + 1]
+    assert ticks_enqueued(app.store, "q.a") == []
+
+
 def test_a_worker_runs_a_schedule_and_handlers_see_the_tick(
         app: tether.App) -> None:
     seen: list[datetime | None] = []
@@ -195,3 +270,25 @@ def test_a_worker_runs_a_schedule_and_handlers_see_the_tick(
     state = {s.name: s for s in app.store.schedules()}[fast.name]
     assert state.last_job_id is not None
 
+
+def test_a_periodic_job_runs_with_its_tasks_options(app: tether.App) -> None:
+    """Queue, priority, max_attempts and timeout of the task apply to its scheduled jobs: a
+    tick's job that outlives its 0.3 s timeout fails for good after its single attempt."""
+    release = threading.Event()
+
+    @app.periodic(every=0.5)
+    @app.task(queue="opts", priority=7, max_attempts=1, timeout=0.3)
+    def slow() -> None:
+        release.wait(30)
+
+    try:
+        with running(app, queues=["opts"], concurrency=2):
+            job = wait_until(lambda: next((j for j in app.store.list_jobs(queue="opts")
+                                           if j.status == "failed"), None),
+                             timeout=30, what="a scheduled job to time out")
+    finally:
+        release.set()
+    assert tick_of(job.payload) is not None
+    assert (job.task, job.queue, job.priority, job.max_attempts, job.attempt) == (
+        slow.name, "opts", 7, 1, 1)
+    assert job.failure_reason == "timeout", (job.failure_reason, job.last_error)

@@ -15,7 +15,14 @@ Run by the leader of the ``maintenance:schedule`` election (``maintainer.py``). 
   tick is due per round and every policy enqueues it.
 * **A new schedule starts at its next tick:** the first round that finds no record for it
   records the store's now as a skipped tick (where it starts), so nothing before that runs.
+  So does a schedule whose spec or zone changed since its last job (each job's envelope
+  carries ``Schedule.fingerprint``): the new spec's ticks before the change were never due,
+  and catching them up would enqueue a burst (``all``) or an unplanned run (``latest``).
 * **It sleeps until the next tick** (by the store's clock), at most :data:`MAX_SLEEP`.
+* **One schedule's failure is not every schedule's:** an error offering one schedule's tick
+  (the store refusing its job, the store going away mid-round) does not stop the round; the
+  others are still offered, then the first error is raised for the maintainer to log and
+  retry the round.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from tether.events import Events
-from tether.periodic import Schedule
+from tether.periodic import Schedule, fingerprint_of
 from tether.stores.base import ScheduleState, Store
 
 log = logging.getLogger("tether.scheduler")
@@ -51,9 +58,17 @@ class Scheduler:
         now = self.store.now() if now is None else now
         known = {s.name: s for s in self.store.schedules()}
         wake = now + MAX_SLEEP
+        failed: Exception | None = None
         for schedule in self.schedules:
-            last = self._round(schedule, known.get(schedule.name), now)
+            try:
+                last = self._round(schedule, known.get(schedule.name), now)
+            except Exception as exc:
+                log.debug("schedule %s failed this round: %s", schedule.name, exc)
+                failed = failed or exc
+                continue
             wake = min(wake, schedule.next_after(max(last, now)))
+        if failed is not None:
+            raise failed
         return max(0.0, wake - now)
 
     def _round(self, schedule: Schedule, state: ScheduleState | None, now: float) -> float:
@@ -70,6 +85,13 @@ class Scheduler:
         if not due:
             return last
         passed = 0 if len(due) < limit else _count_before(schedule, last, due[0])
+        if (len(due) > 1 or passed or now - due[-1] > ON_TIME) \
+                and self._changed(schedule, state):
+            self.store.schedule_tick(schedule.name, now, None, now=now)
+            self._skipped(schedule, now, "spec changed", passed + len(due))
+            log.info("schedule %s changed since its last job; it starts afresh, first tick at "
+                     "%s", schedule.name, _iso(schedule.next_after(now)))
+            return now
         if passed:
             self._skipped(schedule, due[0], f"catch_up={schedule.catch_up}", passed)
         if schedule.catch_up == "none" and now - due[-1] > ON_TIME:
@@ -88,6 +110,16 @@ class Scheduler:
                              detail={"schedule": schedule.name, "task": schedule.task.name,
                                      "tick": tick})
         return due[-1]
+
+    def _changed(self, schedule: Schedule, state: ScheduleState) -> bool:
+        """Whether the schedule's last job was enqueued under another spec or zone (a deploy
+        changed it): then the new spec's ticks since were never due, not missed. Read only
+        when ticks would be caught up; unknown (job pruned, older release) counts as the same."""
+        if state.last_job_id is None:
+            return False
+        job = self.store.get_job(state.last_job_id)
+        seen = None if job is None else fingerprint_of(job.payload)
+        return seen is not None and seen != schedule.fingerprint
 
     def _skipped(self, schedule: Schedule, tick: float, why: str, missed: int) -> None:
         if missed:
