@@ -10,15 +10,17 @@ errors are retried until the timeout: waiting must not fail because the store bl
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any
 
 from tether import clock
-from tether.errors import JobFailed, JobNotFound, JobWasCancelled, StoreUnavailable
+from tether.errors import JobFailed, JobNotFound, JobWasCancelled, StoreUnavailable, TetherError
 from tether.stores.records import TERMINAL
 from tether.stores.records import Job as JobRecord
 
 if TYPE_CHECKING:
     from tether.app import App
+    from tether.jobview import Job
 
 #: Longest sleep between two reads of the job while waiting (see the module docstring).
 WAKE_EVERY = 1.0
@@ -26,10 +28,33 @@ WAKE_EVERY = 1.0
 ERROR_PAUSE = 0.2
 
 
+class ResultNotDecodable(TetherError, TypeError):
+    """The job is done, but its stored result does not decode as its task's return annotation
+    says (the handler returned something else, or the annotation changed since). ``wait``
+    promises a value of that type, so handing back the raw JSON would be a silent lie; ``job``
+    is the view (whose ``result`` is the plain JSON) and ``__cause__`` the codec's refusal."""
+
+    def __init__(self, job: Job, type_: Any, cause: BaseException) -> None:
+        self.job = job
+        self.job_id = job.id
+        name = getattr(type_, "__name__", None) or repr(type_)
+        super().__init__(f"job {job.id} ({job.task}) is done, but its result {job.result!r:.200}"
+                         f" does not decode as {name}: {type(cause).__name__}: {cause}")
+
+
 def outcome(app: App, record: JobRecord) -> Any:
-    """The decoded result of a finished job, or JobFailed / JobWasCancelled."""
+    """The decoded result of a finished job, or JobFailed / JobWasCancelled /
+    ResultNotDecodable."""
     if record.status == "done":
-        return app.view(record).result
+        job = app.view(record)  # imports the includes first (a broken one: plain JSON)
+        task = app.tasks.get(record.task)
+        if task is None or record.result is None:
+            return job.result
+        type_ = task.hints.get("return", Any)
+        try:
+            return task.decode_result(json.loads(record.result))
+        except Exception as exc:  # a codec's refusal, whatever its class
+            raise ResultNotDecodable(job, type_, exc) from exc
     if record.status == "cancelled":
         raise JobWasCancelled(app.view(record))
     raise JobFailed(app.view(record))

@@ -145,3 +145,52 @@ def test_await_result_under_an_event_loop(make_app: MakeApp) -> None:
         await app.aclose()
 
     asyncio.run(times_out())
+
+
+def test_a_result_the_return_annotation_refuses_is_one_clear_error(make_app: MakeApp) -> None:
+    """The handler said ``-> datetime`` but returned text that is no datetime: ``wait`` must
+    not hand back the raw JSON typed as a datetime; it raises ResultNotDecodable naming the
+    job, the type and the codec's refusal, and carrying the view (whose result stays the
+    plain JSON, as ``get_job`` shows it)."""
+    from tether.results import ResultNotDecodable
+
+    app = make_app()
+
+    @app.task
+    def stamp() -> datetime:
+        return "not a date"  # type: ignore[return-value]  # the defect under test
+
+    job_id = stamp.enqueue()
+    with running(app, concurrency=1), pytest.raises(ResultNotDecodable) as caught:
+        app.wait(job_id, timeout=20)
+    error = caught.value
+    assert isinstance(error, TypeError) and error.job.status == "done"
+    assert error.job.result == "not a date" and app.get_job(job_id).result == "not a date"
+    assert f"job {job_id}" in str(error) and "datetime" in str(error)
+    assert "not a date" in str(error)
+
+    async def main() -> None:
+        with pytest.raises(ResultNotDecodable, match="datetime"):
+            await app.await_result(job_id, timeout=5)
+        await app.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_retried_job_returns_the_result_of_the_attempt_that_succeeded(
+    make_app: MakeApp,
+) -> None:
+    app = make_app()
+    attempts: list[int] = []
+
+    @app.task(max_attempts=3, retry=tether.Backoff(base=0.01, factor=1.0, max=0.01, jitter=0))
+    def flaky() -> int:
+        attempts.append(tether.current_job().attempt)
+        if len(attempts) == 1:
+            raise RuntimeError("first attempt fails")
+        return len(attempts)
+
+    job_id = flaky.enqueue()
+    with running(app, concurrency=1):
+        assert app.wait(job_id, timeout=30) == 2
+    assert attempts == [1, 2] and app.get_job(job_id).failures == 1
