@@ -306,7 +306,20 @@ class App:
         record = await (await self.async_producer()).get_job(job_id)
         if record is None:
             raise JobNotFound(job_id)
+        await self.aimport_includes()
         return self.view(record)
+
+    async def aimport_includes(self) -> None:
+        """:meth:`import_includes` on a thread, for the async reads that decode by a task's
+        annotations: an import reads files and runs module code (a Django project's takes
+        seconds), which must not hold the caller's event loop. A broken include is left to
+        :meth:`view` (plain JSON) and the worker (which reports it)."""
+        if self._included:
+            return
+        try:
+            await asyncio.to_thread(self.import_includes)
+        except ConfigError:
+            pass
 
     def cancel(self, job_id: int) -> CancelResult:
         """Pending: cancelled now. Running: its handler is told at the next heartbeat."""

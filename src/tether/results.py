@@ -122,6 +122,7 @@ async def await_result(app: App, job_id: int, timeout: float | None) -> Any:
         except StoreUnavailable:
             record, readable = None, False
         if record is not None and record.status in TERMINAL:
+            await app.aimport_includes()  # outcome() decodes by the task: no import on the loop
             return outcome(app, record)
         slice_ = state.blocked_for(record, readable)
         try:

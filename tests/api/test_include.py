@@ -108,3 +108,48 @@ def test_a_broken_include_does_not_break_reading_jobs(store_url: str) -> None:
         assert app.get_job(job_id).args == [2]  # plain JSON; the worker reports the include
     finally:
         app.close()
+
+
+def test_async_reads_import_the_included_modules_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch, store_url: str,
+) -> None:
+    """``aget_job`` / ``await_result`` of a task the app does not know yet import the
+    ``include`` modules first; an import reads files and runs module code (a Django project's
+    takes seconds), so it must run on a thread, never on the caller's loop."""
+    import asyncio
+    import importlib
+    import threading
+
+    from tests.api.proj import core
+
+    app = tether.App(store_url, include=["tests.api.proj.tasks"])
+    monkeypatch.setattr(core, "app", app)
+    monkeypatch.delitem(sys.modules, "tests.api.proj.tasks", raising=False)
+    imported_on: list[int] = []
+    real_import = importlib.import_module
+
+    def watched(name: str, package: str | None = None) -> object:
+        if name == "tests.api.proj.tasks":
+            imported_on.append(threading.get_ident())
+        return real_import(name, package)
+
+    with tether.App(store_url) as remote:  # knows no task: enqueues by name
+        job_id = remote.enqueue("proj.next_day", date(2026, 1, 31))
+    monkeypatch.setattr(importlib, "import_module", watched)
+    assert app.tasks == {}
+
+    async def main() -> tuple[int, list[object]]:
+        try:
+            job = await app.aget_job(job_id)
+            with pytest.raises(TimeoutError):
+                await app.await_result(job_id, timeout=0)
+            return threading.get_ident(), job.args
+        finally:
+            await app.aclose()
+
+    try:
+        loop_thread, args = asyncio.run(main())
+        assert imported_on and loop_thread not in imported_on, "imported on the event loop"
+        assert args == [date(2026, 1, 31)], "decoded by the included task's annotations"
+    finally:
+        sys.modules.pop("tests.api.proj.tasks", None)
