@@ -71,6 +71,12 @@ def test_every_async_producer_call_leaves_the_loop_free(slow: tuple[Store, Store
     run_unblocked(main)
 
 
+@pytest.fixture(params=["postgres", "redis"])
+def kind(request: pytest.FixtureRequest) -> str:
+    found: str = request.param
+    return found
+
+
 def test_the_check_catches_a_blocking_store_call(slow: tuple[Store, Store]) -> None:
     store, _ = slow
 
@@ -79,3 +85,114 @@ def test_the_check_catches_a_blocking_store_call(slow: tuple[Store, Store]) -> N
 
     with pytest.raises(AssertionError, match="blocking call"):
         run_unblocked(blocks)
+
+
+def test_every_app_async_method_leaves_the_loop_free(
+    tmp_path: Path, fault_proxy: Callable[[str], FaultProxy], kind: str,
+) -> None:
+    """The user-facing async API (``Task.aenqueue``/``aenqueue_many``, ``App.aget_job``/
+    ``acancel``/``await_result``/``aclose``) behind the slow network, from the very first
+    call (the store is opened, migrated and connected by it) to its errors: unknown id,
+    timeout, cancelled job, an outage (StoreUnavailable after the retries), and a waiter
+    cancelled by its caller."""
+    import tether
+    from tether.errors import StoreUnavailable
+
+    with isolated_url(kind, tmp_path) as url:
+        direct = open_store(url)
+        direct.migrate()  # the app's own auto-migrate then only checks, off the loop
+        proxy = fault_proxy(kind)
+        proxy.delay(LATENCY)
+        app = tether.App(proxy.url(url))
+
+        @app.task(name="slow.add", queue="slow-app")
+        def add(a: int, b: int) -> int:
+            return a + b
+
+
+        async def main() -> None:
+            first = await add.aenqueue(1, 2)  # opens the store: nothing of it on the loop
+            many = await add.aenqueue_many([((i, i), {}) for i in range(3)])
+            view = await app.aget_job(first)
+            assert view.args == [1, 2] and view.status == "pending"
+            assert await app.acancel(many[0]) == "cancelled"
+            with pytest.raises(tether.JobWasCancelled):
+                await app.await_result(many[0], timeout=30)
+            with pytest.raises(tether.JobNotFound):
+                await app.aget_job(first + 10_000)
+            with pytest.raises(tether.JobNotFound):
+                await app.await_result(first + 10_000, timeout=30)
+            with pytest.raises(TimeoutError):
+                await app.await_result(many[1], timeout=2 * LATENCY)
+            # A waiter its caller gives up on: cancelled cleanly, the API still works after.
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(app.await_result(many[1], timeout=30), 3 * LATENCY)
+            # The result, finished by another process while this one waits.
+            waiting = asyncio.create_task(app.await_result(first, timeout=60))
+            now = await asyncio.to_thread(direct.now)
+            [job] = await asyncio.to_thread(direct.claim, "w1", ["slow-app"], 1, 60, now=now)
+            assert job.id == first
+            await asyncio.to_thread(direct.finish, [Outcome(job.lease, "done", result="3")])
+            assert await asyncio.wait_for(waiting, 60) == 3
+            proxy.refuse(30.0)
+            with pytest.raises(StoreUnavailable):
+                await add.aenqueue(5, 5)
+            with pytest.raises(StoreUnavailable):
+                await app.acancel(first)
+            proxy.restore()
+            await app.aclose()
+
+        try:
+            run_unblocked(main)
+        finally:
+            app.close()
+            direct.close()
+
+
+def test_sqlite_store_calls_of_the_async_api_run_off_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SQLite has no async driver: every call the async API makes into the store (opening,
+    migrating, enqueue, get_job, cancel, wait_for_finish) must run on a thread. On a local
+    file a blocking call is too quick for the slow-callback detector, so this records the
+    thread of every public method of the store class instead."""
+    import threading
+
+    import tether
+    from tether.stores.sqlite.store import SQLiteStore
+
+    seen: dict[str, set[int]] = {}
+
+    def watch(name: str, method: Callable[..., object]) -> Callable[..., object]:
+        def watched(*args: object, **kwargs: object) -> object:
+            seen.setdefault(name, set()).add(threading.get_ident())
+            return method(*args, **kwargs)
+        return watched
+
+    for name in dir(SQLiteStore):
+        method = getattr(SQLiteStore, name)
+        if not name.startswith("_") and callable(method) and not isinstance(method, type) \
+                and name != "async_producer":
+            monkeypatch.setattr(SQLiteStore, name, watch(name, method))
+    app = tether.App(f"sqlite:///{tmp_path / 'a.db'}")
+
+    @app.task(name="sq.add")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    async def main() -> int:
+        first = await add.aenqueue(1, 2)
+        many = await add.aenqueue_many([((1, 1), {})])
+        assert (await app.aget_job(first)).args == [1, 2]
+        assert await app.acancel(many[0]) == "cancelled"
+        with pytest.raises(tether.JobWasCancelled):
+            await app.await_result(many[0], timeout=10)
+        with pytest.raises(TimeoutError):
+            await app.await_result(first, timeout=0.2)
+        await app.aclose()
+        return threading.get_ident()
+
+    loop_thread = run_unblocked(main)
+    assert {"migrate", "enqueue", "get_job", "cancel", "wait_for_finish"} <= seen.keys(), seen
+    on_loop = sorted(name for name, threads in seen.items() if loop_thread in threads)
+    assert on_loop == [], f"called on the event loop: {on_loop}"
