@@ -162,17 +162,18 @@ class JSONCodec:
         return self._simple(value, type_)
 
     def _simple(self, value: Any, cls: type) -> Any:
-        if cls is bool or cls is str:
-            return value
-        if cls is int:
-            return value
+        if cls is bool or cls is str or cls is int:  # never handed on as another type:
+            return _checked(value, cls)  # wait() would return it typed as what it is not
         if cls is float:
-            return float(value) if isinstance(value, int) and not isinstance(value, bool) \
-                else value
+            if isinstance(value, int) and not isinstance(value, bool):
+                return float(value)
+            return _checked(value, float)
         if issubclass(cls, enum.Enum):
             return cls(value)
         if issubclass(cls, datetime):
             found = cls.fromisoformat(value)
+            if found.utcoffset() is None:  # as encode refuses it: the instant is unknown
+                raise ValueError(f"naive datetime {value!r} has no timezone")
             return found
         if issubclass(cls, date):
             return cls.fromisoformat(value)
@@ -199,6 +200,10 @@ class JSONCodec:
         return value
 
     def _generic(self, value: Any, origin: Any, args: tuple[Any, ...]) -> Any:
+        if origin is dict or origin in _MAPPINGS:
+            _checked(value, dict)
+        elif origin in _SETS or origin is list or origin in _SEQUENCES or origin is tuple:
+            _checked(value, list)  # JSON has no other sequence (a str would iterate chars)
         if origin in _SETS:
             item = args[0] if args else Any
             items = [self.decode(v, item) for v in value]
@@ -231,6 +236,13 @@ class JSONCodec:
         raise ValueError(f"{value!r} fits none of {', '.join(errors)}")
 
 
+def _checked(value: Any, cls: type) -> Any:
+    """``value`` when it is a ``cls`` (what JSON carries for it), else TypeError."""
+    if not isinstance(value, cls):
+        raise TypeError(f"expected {cls.__name__}, got {type(value).__name__} {value!r:.100}")
+    return value
+
+
 _SETS: frozenset[Any] = frozenset({set, frozenset, abc.Set, abc.MutableSet})
 _SEQUENCES: frozenset[Any] = frozenset({abc.Sequence, abc.MutableSequence, abc.Iterable,
                                         abc.Collection})
@@ -253,7 +265,9 @@ _AS_IS: frozenset[Any] = frozenset({Any, object, str, int, bool, type(None), lis
 
 def decodes_as_is(hint: Any) -> bool:
     """True when :class:`JSONCodec` would return any JSON value of type ``hint`` unchanged
-    (``int``, ``dict[str, list[str]]``, ``str | None``...): the worker then skips decoding."""
+    (``int``, ``dict[str, list[str]]``, ``str | None``...): the worker then skips decoding,
+    and with it the type check of such arguments (the hot path of plain jobs; a handler then
+    gets what the producer sent, as before there were codecs). Results are always checked."""
     if hint in _AS_IS:
         return True
     origin = typing.get_origin(hint)

@@ -216,3 +216,31 @@ def test_checkpoint_and_progress_go_through_the_codec(make_app: MakeApp) -> None
     assert job.progress == "0.5"
     assert len(refused) == 1 and "checkpoint must be JSON-serializable" in refused[0]
     assert "naive datetime" in refused[0]
+
+
+@pytest.mark.parametrize(("value", "type_"), [
+    ("2026-01-02T03:04:05", datetime),  # naive: which instant is it? every zone reads another
+    ("abc", int),
+    (1.5, int),
+    (5, str),
+    ("yes", bool),
+    ([1], float),
+    ({"x": "1"}, dict[str, int]),
+    (["a"], list[int]),
+])
+def test_decoding_refuses_what_the_annotation_cannot_be(value: Any, type_: Any) -> None:
+    """A value that is not of the annotated type is refused (ValueError/TypeError), never
+    handed on as it is: ``wait`` would return it typed as something it is not, and a handler
+    would get it as an argument of another type."""
+    with pytest.raises((ValueError, TypeError)):
+        JSONCodec().decode(value, type_)
+
+
+def test_plain_values_of_the_right_type_decode_as_they_are() -> None:
+    codec = JSONCodec()
+    assert codec.decode(True, int) is True, "a bool is an int, as Python says"
+    assert codec.decode(3, float) == 3.0 and type(codec.decode(3, float)) is float
+    assert codec.decode(10**30, int) == 10**30
+    assert codec.decode("x", int | str) == "x" and codec.decode(5, str | int) == 5
+    aware = codec.decode("2026-01-02T03:04:05+02:00", datetime)
+    assert aware.utcoffset() == timedelta(hours=2)
