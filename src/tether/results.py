@@ -97,9 +97,10 @@ class _Wait:
 
 
 def wait(app: App, job_id: int, timeout: float | None) -> Any:
-    state, store = _Wait(job_id, timeout), app.store
+    state = _Wait(job_id, timeout)
     while True:
-        try:
+        try:  # the store is opened here too: an outage at the start is ridden out as well
+            store = app.store
             record, readable = store.get_job(job_id), True
         except StoreUnavailable:
             record, readable = None, False
@@ -115,9 +116,10 @@ def wait(app: App, job_id: int, timeout: float | None) -> Any:
 
 
 async def await_result(app: App, job_id: int, timeout: float | None) -> Any:
-    state, producer = _Wait(job_id, timeout), await app.async_producer()
+    state = _Wait(job_id, timeout)
     while True:
-        try:
+        try:  # as in wait(): opening the store is part of what is retried
+            producer = await app.async_producer()
             record, readable = await producer.get_job(job_id), True
         except StoreUnavailable:
             record, readable = None, False
