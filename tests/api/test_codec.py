@@ -244,3 +244,38 @@ def test_plain_values_of_the_right_type_decode_as_they_are() -> None:
     assert codec.decode("x", int | str) == "x" and codec.decode(5, str | int) == 5
     aware = codec.decode("2026-01-02T03:04:05+02:00", datetime)
     assert aware.utcoffset() == timedelta(hours=2)
+
+
+def test_a_poison_payload_is_dead_lettered_once_with_a_clear_reason(make_app: MakeApp) -> None:
+    """Payloads a foreign producer wrote straight into the store (not JSON; JSON that is not
+    ``[args, kwargs]``; a value the app's codec refuses with an error of its own class): each
+    is one clear error, the job dead-lettered at its first attempt with reason
+    ``bad_arguments``, the worker unharmed, and the job still readable."""
+    from tether.stores.base import NewJob
+
+    class Picky(JSONCodec):
+        def decode(self, value: Any, type_: Any) -> Any:
+            if type_ is Point and value.get("x") == 1:
+                raise RuntimeError("this codec's own refusal")
+            return super().decode(value, type_)
+
+    app = make_app(codec=Picky())
+    ran: list[object] = []
+
+    @app.task(name="poison.target", max_attempts=5)
+    def target(p: Point) -> None:
+        ran.append(p)
+
+    payloads = ["not json", '{"args": [1]}', '[[1], {}, "meta"]', '[[{"x": 1, "y": 2}], {}]']
+    ids = app.enqueue_jobs([NewJob("poison.target", payload=p) for p in payloads])
+    with running(app, concurrency=1):
+        jobs = finished(app, *ids)
+        good = target.enqueue(Point(3, 4))  # the worker still runs jobs afterwards
+        wait_until(lambda: ran != [], 30, "a good job after the poison")
+    assert app.get_job(good).status == "done" and ran == [Point(3, 4)]
+    for job in jobs:
+        assert (job.status, job.failure_reason, job.attempt) == ("failed", "bad_arguments", 1), \
+            job
+        assert "poison.target" in (job.last_error or ""), job.last_error
+        assert len(job.errors) == 1
+    assert "this codec's own refusal" in (jobs[3].last_error or "")
