@@ -127,6 +127,10 @@ def test_every_app_async_method_leaves_the_loop_free(
             # A waiter its caller gives up on: cancelled cleanly, the API still works after.
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(app.await_result(many[1], timeout=30), 3 * LATENCY)
+            # A call cancelled mid round trip gives its connection back (or closes it).
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(app.aget_job(first), LATENCY / 2)
+            assert _checked_out(app, kind) == 0, "a cancelled call kept its connection"
             # The result, finished by another process while this one waits.
             waiting = asyncio.create_task(app.await_result(first, timeout=60))
             now = await asyncio.to_thread(direct.now)
@@ -196,3 +200,13 @@ def test_sqlite_store_calls_of_the_async_api_run_off_the_loop(
     assert {"migrate", "enqueue", "get_job", "cancel", "wait_for_finish"} <= seen.keys(), seen
     on_loop = sorted(name for name, threads in seen.items() if loop_thread in threads)
     assert on_loop == [], f"called on the event loop: {on_loop}"
+
+
+def _checked_out(app: object, kind: str) -> int:
+    """Connections of this loop's async producer that are in use now (none while idle)."""
+    loop = asyncio.get_running_loop()
+    producer = app.store.async_producer()  # type: ignore[attr-defined]
+    if kind == "postgres":
+        pool = producer._pools[loop]
+        return int(pool._size - len(pool._idle))
+    return len(producer._clients[loop].client.connection_pool._in_use_connections)
