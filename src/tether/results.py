@@ -68,6 +68,15 @@ def _check(job_id: int, timeout: float | None) -> float | None:
     return None if timeout is None else clock.monotonic() + timeout
 
 
+def _not_found(job_id: int) -> JobNotFound:
+    """JobNotFound saying why a waited-for id may be unknown: the usual reason is a finished
+    job whose row the retention pruned, whose result is then gone with it."""
+    error = JobNotFound(job_id)
+    error.args = (f"{error} (never enqueued, or finished and since pruned by the retention "
+                  "settings, or purged)",)
+    return error
+
+
 class _Wait:
     """The decisions of one wait, shared by ``wait`` and ``await_result``: they differ only in
     how they read the job and block, so the rules (when to give up, how long to block, what a
@@ -86,7 +95,7 @@ class _Wait:
         if not readable:
             self.status, pause = "unknown: the store is unavailable", ERROR_PAUSE
         elif record is None:
-            raise JobNotFound(self.job_id)
+            raise _not_found(self.job_id)
         else:
             self.status, pause = record.status, WAKE_EVERY
         left = None if self.deadline is None else self.deadline - clock.monotonic()

@@ -208,3 +208,25 @@ def test_a_retried_job_returns_the_result_of_the_attempt_that_succeeded(
     with running(app, concurrency=1):
         assert app.wait(job_id, timeout=30) == 2
     assert attempts == [1, 2] and app.get_job(job_id).failures == 1
+
+
+def test_waiting_for_a_pruned_job_says_it_may_have_been_pruned(make_app: MakeApp) -> None:
+    """A finished job whose row the retention pruned is gone: ``wait`` cannot return its
+    result and says why that may be, not just "no job"."""
+    app = make_app()
+
+    @app.task
+    def one() -> int:
+        return 1
+
+    job_id = one.enqueue()
+    with running(app, concurrency=1):
+        assert app.wait(job_id, timeout=30) == 1
+    store = app.store
+    assert store.prune("done", 0.0, now=store.now() + 1.0) == 1
+    for wait in (lambda: app.wait(job_id, timeout=5),
+                 lambda: asyncio.run(app.await_result(job_id, timeout=5))):
+        with pytest.raises(tether.JobNotFound, match="pruned") as caught:
+            wait()
+        assert caught.value.job_id == job_id and f"no job with id {job_id}" in str(caught.value)
+    asyncio.run(app.aclose())
