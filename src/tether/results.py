@@ -42,11 +42,11 @@ class ResultNotDecodable(TetherError, TypeError):
                          f" does not decode as {name}: {type(cause).__name__}: {cause}")
 
 
-def outcome(app: App, record: JobRecord) -> Any:
+def outcome(app: App, record: JobRecord, *, imports: bool = True) -> Any:
     """The decoded result of a finished job, or JobFailed / JobWasCancelled /
-    ResultNotDecodable."""
+    ResultNotDecodable. ``imports``: as in ``App.view``."""
     if record.status == "done":
-        job = app.view(record)  # imports the includes first (a broken one: plain JSON)
+        job = app.view(record, imports=imports)  # includes imported first (broken: plain JSON)
         task = app.tasks.get(record.task)
         if task is None or record.result is None:
             return job.result
@@ -56,8 +56,8 @@ def outcome(app: App, record: JobRecord) -> Any:
         except Exception as exc:  # a codec's refusal, whatever its class
             raise ResultNotDecodable(job, type_, exc) from exc
     if record.status == "cancelled":
-        raise JobWasCancelled(app.view(record))
-    raise JobFailed(app.view(record))
+        raise JobWasCancelled(app.view(record, imports=imports))
+    raise JobFailed(app.view(record, imports=imports))
 
 
 def _check(job_id: int, timeout: float | None) -> float | None:
@@ -134,7 +134,7 @@ async def await_result(app: App, job_id: int, timeout: float | None) -> Any:
             record, readable = None, False
         if record is not None and record.status in TERMINAL:
             await app.aimport_includes()  # outcome() decodes by the task: no import on the loop
-            return outcome(app, record)
+            return outcome(app, record, imports=False)
         slice_ = state.blocked_for(record, readable)
         try:
             if not readable:

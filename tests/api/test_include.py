@@ -156,3 +156,41 @@ def test_async_reads_import_the_included_modules_off_the_event_loop(
     finally:
         sys.modules.pop("tests.api.proj.tasks", None)
         remote.close()
+
+
+def test_a_broken_include_is_never_retried_on_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch, store_url: str,
+) -> None:
+    """A broken include stays unimported, so every read tries it again: the async reads must
+    make those attempts on a thread too, not only the first one."""
+    import asyncio
+    import importlib
+    import threading
+
+    app = tether.App(store_url, include=["tests.api.proj.broken"])
+    attempts: list[int] = []
+    real_import = importlib.import_module
+
+    def watched(name: str, package: str | None = None) -> object:
+        if name == "tests.api.proj.broken":
+            attempts.append(threading.get_ident())
+        return real_import(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", watched)
+
+    async def main() -> int:
+        try:
+            job_id = (await app.aenqueue_jobs(
+                [tether.task.make_new_job("proj.double", (2,), {})]))[0]
+            for _ in range(3):
+                assert (await app.aget_job(job_id)).args == [2]
+            assert await app.acancel(job_id) == "cancelled"
+            with pytest.raises(tether.JobWasCancelled):
+                await app.await_result(job_id, timeout=5)
+            return threading.get_ident()
+        finally:
+            await app.aclose()
+
+    loop_thread = asyncio.run(main())
+    assert len(attempts) >= 4, attempts
+    assert loop_thread not in attempts, "an import was tried on the event loop"
