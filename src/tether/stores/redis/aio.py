@@ -234,7 +234,9 @@ class RedisAsyncProducer:
             self._waker.remove_finish_waiter(key)
 
     async def aclose(self) -> None:
-        """Close this loop's client politely; other loops' clients are dropped (close)."""
+        """Close this loop's client politely; another loop's client is closed on its own
+        loop (scheduled there, not awaited: this loop must not wait on another's), or left to
+        end with its loop when that one no longer runs."""
         loop = asyncio.get_running_loop()
         with self._lock:
             self.closed = True
@@ -245,6 +247,11 @@ class RedisAsyncProducer:
                 try:
                     await client.client.aclose()
                 except (redis.RedisError, OSError):
+                    pass
+            elif owner.is_running() and not owner.is_closed():
+                try:
+                    asyncio.run_coroutine_threadsafe(client.client.aclose(), owner)
+                except RuntimeError:  # that loop closed meanwhile: its sockets went with it
                     pass
 
     def close(self) -> None:
