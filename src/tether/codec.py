@@ -181,8 +181,8 @@ class JSONCodec:
             return cls.fromisoformat(value)
         if issubclass(cls, timedelta):
             return cls(seconds=value)
-        if issubclass(cls, UUID):
-            return cls(value)
+        if issubclass(cls, UUID):  # UUID(5) is an AttributeError, which no union arm expects
+            return cls(_checked(value, str))
         if issubclass(cls, Decimal):
             return cls(str(value))
         if dataclasses.is_dataclass(cls):

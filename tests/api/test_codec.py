@@ -221,6 +221,8 @@ def test_checkpoint_and_progress_go_through_the_codec(make_app: MakeApp) -> None
 @pytest.mark.parametrize(("value", "type_"), [
     ("2026-01-02T03:04:05", datetime),  # naive: which instant is it? every zone reads another
     ("abc", int),
+    (5, UUID),
+    ({"hex": "x"}, UUID),
     (1.5, int),
     (5, str),
     ("yes", bool),
@@ -242,6 +244,8 @@ def test_plain_values_of_the_right_type_decode_as_they_are() -> None:
     assert codec.decode(3, float) == 3.0 and type(codec.decode(3, float)) is float
     assert codec.decode(10**30, int) == 10**30
     assert codec.decode("x", int | str) == "x" and codec.decode(5, str | int) == 5
+    assert codec.decode(5, UUID | int) == 5, "a refused arm lets the next one try"
+    assert codec.decode({"a": 1}, UUID | dict[str, int]) == {"a": 1}
     aware = codec.decode("2026-01-02T03:04:05+02:00", datetime)
     assert aware.utcoffset() == timedelta(hours=2)
 
