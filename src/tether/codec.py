@@ -218,7 +218,10 @@ class JSONCodec:
                 return tuple(self.decode(v, t) for v, t in zip(value, args, strict=True))
             return tuple(value)
         if origin is dict or origin in _MAPPINGS:
-            item = args[1] if len(args) == 2 else Any
+            key, item = args if len(args) == 2 else (Any, Any)
+            if key in _JSON_KEYS:  # written as JSON text by _key: read back the same way
+                return {self.decode(json.loads(k), key): self.decode(v, item)
+                        for k, v in value.items()}
             return {k: self.decode(v, item) for k, v in value.items()}
         return value
 
@@ -249,6 +252,10 @@ _SEQUENCES: frozenset[Any] = frozenset({abc.Sequence, abc.MutableSequence, abc.I
 _MAPPINGS: frozenset[Any] = frozenset({abc.Mapping, abc.MutableMapping})
 
 
+#: Key annotations whose keys JSON writes as their JSON text (``1`` -> ``"1"``).
+_JSON_KEYS: frozenset[Any] = frozenset({int, float, bool})
+
+
 def _key(key: Any) -> str:
     """A dict key as JSON writes it (numbers, booleans and None become their JSON text)."""
     if isinstance(key, str):
@@ -271,8 +278,11 @@ def decodes_as_is(hint: Any) -> bool:
     if hint in _AS_IS:
         return True
     origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is dict and args and args[0] in _JSON_KEYS:  # "1" must come back as 1
+        return False
     if origin in (list, dict, typing.Union, types.UnionType):
-        return all(decodes_as_is(a) for a in typing.get_args(hint))
+        return all(decodes_as_is(a) for a in args)
     return False
 
 

@@ -47,6 +47,9 @@ def finished(app: tether.App, *ids: int) -> list[tether.Job]:
     (Point(1, 2, "p"), Point),
     ([Point(1, 2)], list[Point]),
     ({"a": Decimal("1")}, dict[str, Decimal]),
+    ({1: "a", -2: "b"}, dict[int, str]),  # JSON keys are strings: back to ints by the type
+    ({1.5: [2]}, dict[float, list[int]]),
+    ({True: None}, dict[bool, None]),
     ((1, "x"), tuple[int, str]),
     ({1, 2}, set[int]),
     (None, Optional[datetime]),  # noqa: UP045 - the typing spelling must work too
@@ -283,3 +286,18 @@ def test_a_poison_payload_is_dead_lettered_once_with_a_clear_reason(make_app: Ma
         assert "poison.target" in (job.last_error or ""), job.last_error
         assert len(job.errors) == 1
     assert "this codec's own refusal" in (jobs[3].last_error or "")
+
+
+def test_a_handler_annotated_with_int_keys_gets_int_keys(make_app: MakeApp) -> None:
+    """JSON writes ``{1: ...}`` as ``{"1": ...}``; the worker reads the keys back by the
+    annotation, also when every parameter is otherwise plain JSON (the fast path)."""
+    app = make_app()
+
+    @app.task
+    def count(seen: dict[int, str]) -> dict[int, int]:
+        assert all(type(k) is int for k in seen), seen
+        return {k * 10: len(v) for k, v in seen.items()}
+
+    job_id = count.enqueue({1: "a", 2: "bb"})
+    with running(app, concurrency=1):
+        assert app.wait(job_id, timeout=30) == {10: 1, 20: 2}
