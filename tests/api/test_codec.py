@@ -80,6 +80,8 @@ def test_without_a_type_values_stay_plain_json() -> None:
     (b"bytes", "cannot carry a builtins.bytes"),
     ({(1, 2): "x"}, "keys must be str, int, float, bool or None"),
     (float("nan"), "JSON-serializable"),
+    (float("-inf"), "JSON-serializable"),
+    pytest.param(10**5000, "Exceeds the limit", id="huge-int"),  # past int-to-text: refused
 ])
 def test_what_the_codec_cannot_carry_is_one_type_error_and_nothing_is_enqueued(
     make_app: MakeApp, value: Any, message: str,
@@ -301,3 +303,18 @@ def test_a_handler_annotated_with_int_keys_gets_int_keys(make_app: MakeApp) -> N
     job_id = count.enqueue({1: "a", 2: "bb"})
     with running(app, concurrency=1):
         assert app.wait(job_id, timeout=30) == {10: 1, 20: 2}
+
+
+def test_big_ints_and_exact_decimals_survive_every_store(make_app: MakeApp) -> None:
+    """Arguments and results are carried as JSON text on every store: a 30-digit int and a
+    Decimal come back exactly (no float or Lua-number rounding on the way)."""
+    app = make_app()
+
+    @app.task
+    def grow(n: int, d: Decimal) -> list[Any]:
+        return [n + 1, d * 3]
+
+    job_id = grow.enqueue(10**30, Decimal("0.1"))
+    with running(app, concurrency=1):
+        assert app.wait(job_id, timeout=30) == [10**30 + 1, "0.3"]
+    assert app.get_job(job_id).args == [10**30, Decimal("0.1")]
