@@ -61,7 +61,8 @@ def outcome(app: App, record: JobRecord, *, imports: bool = True) -> Any:
 
 
 def _check(job_id: int, timeout: float | None) -> float | None:
-    if timeout is not None and not (isinstance(timeout, int | float) and timeout >= 0):
+    if timeout is not None and (isinstance(timeout, bool) or not (
+            isinstance(timeout, int | float) and timeout >= 0)):  # True is no number of seconds
         raise ValueError(f"timeout must be a number of seconds >= 0 or None, got {timeout!r}")
     if isinstance(job_id, bool) or not isinstance(job_id, int):
         raise TypeError(f"job_id must be an int, got {type(job_id).__name__}")

@@ -88,8 +88,15 @@ def test_timeout_and_unknown_ids(make_app: MakeApp) -> None:
     assert 0.3 <= time.monotonic() - start < 15, "a timed-out wait returns near its timeout"
     with pytest.raises(tether.JobNotFound):
         app.wait(job_id + 1000, timeout=1)
-    with pytest.raises(ValueError, match="timeout"):
-        app.wait(job_id, timeout=-1)
+    for bad in (-1, float("nan"), True, "5"):
+        with pytest.raises(ValueError, match="timeout"):
+            app.wait(job_id, timeout=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="timeout"):
+            asyncio.run(app.await_result(job_id, timeout=bad))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="job_id must be an int"):
+        app.wait("1", timeout=1)  # type: ignore[call-overload]
+    with pytest.raises(TimeoutError):
+        app.wait(job_id, timeout=0)
 
 
 def test_a_waiter_is_woken_by_the_finish_not_by_its_next_poll(
