@@ -210,3 +210,61 @@ def _checked_out(app: object, kind: str) -> int:
         pool = producer._pools[loop]
         return int(pool._size - len(pool._idle))
     return len(producer._clients[loop].client.connection_pool._in_use_connections)
+
+
+def test_waiters_on_a_listener_that_is_not_ready_leave_the_default_executor_free(
+    tmp_path: Path,
+) -> None:
+    """While the PostgreSQL listener cannot trust its channel (here: another session holds
+    the done key exclusively, so the listener cannot take its shared lock), async waiters
+    read their jobs each second. They must not wait for readiness on the loop's default
+    executor: many of them would fill it (6 threads on 2 cores) and starve every
+    ``asyncio.to_thread`` of the application. The loop gets a 1-thread default executor:
+    a user's call on it must still run at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import psycopg
+
+    from tests.servers import PG_DSN
+
+    with isolated_url("postgres", tmp_path) as url:
+        store = open_store(url)
+        store.migrate()
+        job_id = store.enqueue([NewJob("t")])[0]
+        key = store._connector.done_key  # type: ignore[attr-defined]
+        try:
+            with psycopg.connect(PG_DSN, autocommit=True) as holder:
+                holder.execute("SELECT pg_advisory_lock(%s::bigint)", (key,))
+
+                async def main() -> None:
+                    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(1))
+                    producer = store.async_producer()
+                    reads = 0
+                    real_read = producer._finished_any  # type: ignore[attr-defined]
+
+                    async def counted(ids: list[int]) -> bool:
+                        nonlocal reads
+                        reads += 1
+                        found: bool = await real_read(ids)
+                        return found
+
+                    producer._finished_any = counted  # type: ignore[attr-defined]
+                    waiters = [asyncio.create_task(producer.wait_for_finish([job_id], 60))
+                               for _ in range(10)]
+                    try:
+                        # Each waiter past its first wait for readiness: a second read each.
+                        deadline = asyncio.get_running_loop().time() + 50
+                        while reads < 20:
+                            assert asyncio.get_running_loop().time() < deadline, reads
+                            await asyncio.sleep(0.05)
+                        assert not store._listener.done_ready()  # type: ignore[attr-defined]
+                        assert await asyncio.wait_for(asyncio.to_thread(lambda: 42), 5) == 42
+                    finally:
+                        for waiter in waiters:
+                            waiter.cancel()
+                        await asyncio.gather(*waiters, return_exceptions=True)
+                        await producer.aclose()
+
+                run_unblocked(main)
+        finally:
+            store.close()

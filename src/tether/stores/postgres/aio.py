@@ -28,6 +28,7 @@ import psycopg
 
 from tether import clock, limits
 from tether.errors import JobNotFound, StoreError, StoreUnavailable
+from tether.stores.aio import until_ready
 from tether.stores.base import AsyncProducer, CancelResult, Job, NewJob
 from tether.stores.postgres.apool import AConn, AsyncPool
 from tether.stores.postgres.connect import Connector
@@ -203,7 +204,7 @@ class PostgresAsyncProducer:
                 step = min(_NOT_READY_POLL, deadline - clock.monotonic())
                 if step <= 0:
                     return False
-                ready = await asyncio.to_thread(self._listener.wait_done_ready, step)
+                ready = await until_ready(self._listener.done_ready, step)
                 if waiter.hit or await self._finished_any(ids):
                     return True
                 if ready:

@@ -29,6 +29,7 @@ from redis.backoff import ExponentialBackoff
 
 from tether import clock, limits
 from tether.errors import ConfigError, JobNotFound, StoreUnavailable
+from tether.stores.aio import until_ready
 from tether.stores.base import AsyncProducer, CancelResult, Job, NewJob
 from tether.stores.redis import _codec as codec
 from tether.stores.redis._calls import CANCEL, request, script_text
@@ -221,7 +222,7 @@ class RedisAsyncProducer:
                     await client.publish(f"{self._prefix}:wake", "")  # the poke
                 _raise_if_cancelled()
                 ready = min(_SUBSCRIBE_WAIT, deadline - clock.monotonic())
-                listening = await asyncio.to_thread(self._waker.wait_done_ready, ready)
+                listening = await until_ready(self._waker.done_ready, ready)
                 if listening and await self._finished_any(ids):
                     return True
             _raise_if_cancelled()
