@@ -198,3 +198,40 @@ def _capture(fn: Callable[[], object]) -> object:
     except BaseException as exc:  # reported by the test's assertion
         return exc
     return None
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_aenqueue_whose_reply_is_lost_makes_one_job(
+    kind: str, tmp_path: Path, fault_proxy: Callable[[str], FaultProxy],
+) -> None:
+    """The user-facing ``task.aenqueue``: the insert reaches the server, its reply is lost
+    and the connection cut; the app's own retry (same request id) answers with the same id
+    and the store holds one job."""
+    import tether
+
+    with isolated_url(kind, tmp_path) as url:
+        direct = open_store(url)
+        direct.migrate()
+        proxy = fault_proxy(kind)
+        app = tether.App(proxy.url(url))
+        marker = "lost-" + uuid.uuid4().hex[:8]
+
+        @app.task(name="faults.mark")
+        def mark(tag: str) -> None:
+            return None
+
+        async def main() -> int:
+            await mark.aenqueue("warm-up")  # connections open, scripts loaded
+            proxy.drop_next_reply(marker.encode())
+            job_id = await mark.aenqueue(marker)
+            assert not proxy.drop_pending and proxy.dropped == 1, "no reply was dropped"
+            await app.aclose()
+            return int(job_id)
+
+        try:
+            job_id = run_unblocked(main)
+            found = [j.id for j in direct.list_jobs(limit=100) if marker in j.payload]
+            assert found == [job_id]
+        finally:
+            app.close()
+            direct.close()
