@@ -268,3 +268,39 @@ def test_waiters_on_a_listener_that_is_not_ready_leave_the_default_executor_free
                 run_unblocked(main)
         finally:
             store.close()
+
+
+@pytest.mark.parametrize("which", ["postgres", "redis"])
+def test_a_first_wait_needs_no_thread_of_the_default_executor(
+    which: str, tmp_path: Path,
+) -> None:
+    """The first async wait of a process starts the store's listener (PostgreSQL LISTEN,
+    Redis pub/sub). That start must not queue on the loop's default executor, which the
+    application may have busy (here: its only thread is held): the wait still answers."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    with isolated_url(which, tmp_path) as url:
+        store = open_store(url)
+        store.migrate()
+        job_id = store.enqueue([NewJob("t")])[0]
+        assert store.cancel(job_id) == "cancelled"  # terminal: the wait answers at once
+        release = threading.Event()
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            loop.set_default_executor(ThreadPoolExecutor(1))
+            busy = loop.run_in_executor(None, release.wait, 60)  # the app's long call
+            producer = store.async_producer()
+            try:
+                assert await asyncio.wait_for(producer.wait_for_finish([job_id], 5), 20)
+            finally:
+                release.set()
+                await busy
+                await producer.aclose()
+
+        try:
+            run_unblocked(main)
+        finally:
+            release.set()
+            store.close()

@@ -199,8 +199,8 @@ class RedisAsyncProducer:
     async def wait_for_finish(self, job_ids: Sequence[int], timeout: float) -> bool:
         ids = [limits.check_job_id(i) for i in job_ids]
         if not self._waker.ready():  # the subscription's first connection: off the loop
-            await asyncio.to_thread(self._waker.subscribe_wait,
-                                    min(_SUBSCRIBE_WAIT, max(0.0, timeout)))
+            self._waker.subscribe_wait(0.0)  # starts its thread; waiting is ours, on the loop
+            await until_ready(self._waker.ready, min(_SUBSCRIBE_WAIT, max(0.0, timeout)))
         loop = asyncio.get_running_loop()
         woken = loop.create_future()
 
