@@ -127,3 +127,111 @@ def test_a_waiter_through_an_outage_is_woken_or_times_out(proxied: Proxied) -> N
             await producer.aclose()
 
     assert run_unblocked(main) < 15.0
+
+
+@pytest.mark.parametrize("how", ["wait", "await_result"])
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_a_wait_rides_out_an_outage_at_its_start_and_in_its_middle(
+    kind: str, how: str, tmp_path: Path, fault_proxy: Callable[[str], FaultProxy],
+) -> None:
+    """``app.wait`` / ``await app.await_result`` through a store outage: one that is already
+    on when the wait starts (the app has not even opened its store yet) and one that cuts
+    the waiter's connections while it waits, during which the job finishes (its
+    notification is lost with them). Neither fails the wait: it reads again until its
+    timeout and returns the result."""
+    import threading
+
+    import tether
+    from tests.worker.helpers import wait_until
+    from tether.stores.base import Outcome
+
+    with isolated_url(kind, tmp_path) as url:
+        direct = open_store(url)
+        direct.migrate()
+        proxy = fault_proxy(kind)
+        queue = "outage-" + uuid.uuid4().hex[:8]
+        first, second = direct.enqueue([NewJob("t", queue=queue), NewJob("t", queue=queue)])
+
+        def finish(job_id: int, result: str) -> None:
+            [job] = direct.claim("w1", [queue], 1, 60, now=direct.now())
+            assert job.id == job_id
+            direct.finish([Outcome(job.lease, "done", result=result)], now=direct.now())
+
+        finish(first, '"one"')
+        app = tether.App(proxy.url(url))
+        got: list[object] = []
+
+        def waits() -> None:
+            if how == "wait":
+                got.append(app.wait(first, timeout=60))
+                got.append(app.wait(second, timeout=60))
+                return
+
+            async def main() -> None:
+                got.append(await app.await_result(first, timeout=60))
+                got.append(await app.await_result(second, timeout=60))
+                await app.aclose()
+
+            asyncio.run(main())
+
+        proxy.refuse(2.0)  # on before the app opens its store; over by itself after 2 s
+        waiter = threading.Thread(target=lambda: got.append(_capture(waits)), daemon=True)
+        waiter.start()
+        try:
+            wait_until(lambda: len(got) >= 1, 45, "the first wait to end")
+            assert got[0] == "one", got
+            proxy.refuse(2.0)  # the second wait is on: cut its connections, finish meanwhile
+            finish(second, '"two"')
+            waiter.join(60)
+            assert not waiter.is_alive(), "the wait hung"
+            assert got == ["one", "two", None], got
+        finally:
+            proxy.restore()
+            app.close()
+            direct.close()
+
+
+def _capture(fn: Callable[[], object]) -> object:
+    """Run ``fn``; its exception (if any) is returned, so the test thread can report it."""
+    try:
+        fn()
+    except BaseException as exc:  # reported by the test's assertion
+        return exc
+    return None
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_aenqueue_whose_reply_is_lost_makes_one_job(
+    kind: str, tmp_path: Path, fault_proxy: Callable[[str], FaultProxy],
+) -> None:
+    """The user-facing ``task.aenqueue``: the insert reaches the server, its reply is lost
+    and the connection cut; the app's own retry (same request id) answers with the same id
+    and the store holds one job."""
+    import tether
+
+    with isolated_url(kind, tmp_path) as url:
+        direct = open_store(url)
+        direct.migrate()
+        proxy = fault_proxy(kind)
+        app = tether.App(proxy.url(url))
+        marker = "lost-" + uuid.uuid4().hex[:8]
+
+        @app.task(name="faults.mark")
+        def mark(tag: str) -> None:
+            return None
+
+        async def main() -> int:
+            await mark.aenqueue("warm-up")  # connections open, scripts loaded
+            proxy.drop_next_reply(marker.encode())
+            job_id = await mark.aenqueue(marker)
+            assert not proxy.drop_pending and proxy.dropped == 1, "no reply was dropped"
+            await app.aclose()
+            return int(job_id)
+
+        try:
+            job_id = run_unblocked(main)
+            found = [j.id for j in direct.list_jobs(limit=100) if marker in j.payload]
+            assert found == [job_id]
+        finally:
+            app.close()
+            direct.close()

@@ -285,11 +285,12 @@ class App:
         return JobId(self.enqueue_jobs([new], conn=conn)[0])
 
     # -- inspecting and steering -------------------------------------------------------------
-    def view(self, record: JobRecord) -> Job:
+    def view(self, record: JobRecord, *, imports: bool = True) -> Job:
         """The public view of a store record, decoded by this app's codec (and the task's
-        annotations when this app knows the task)."""
+        annotations when this app knows the task). ``imports=False``: never import the
+        ``include`` modules here (an event loop's caller did, or tried, on a thread)."""
         try:
-            task = self.find_task(record.task)
+            task = self.find_task(record.task) if imports else self.tasks.get(record.task)
         except ConfigError:  # a broken include: the worker reports it; a read shows plain JSON
             task = self.tasks.get(record.task)
         return view(record, self.codec, task)
@@ -306,7 +307,20 @@ class App:
         record = await (await self.async_producer()).get_job(job_id)
         if record is None:
             raise JobNotFound(job_id)
-        return self.view(record)
+        await self.aimport_includes()
+        return self.view(record, imports=False)
+
+    async def aimport_includes(self) -> None:
+        """:meth:`import_includes` on a thread, for the async reads that decode by a task's
+        annotations: an import reads files and runs module code (a Django project's takes
+        seconds), which must not hold the caller's event loop. A broken include is left to
+        :meth:`view` (plain JSON) and the worker (which reports it)."""
+        if self._included:
+            return
+        try:
+            await asyncio.to_thread(self.import_includes)
+        except ConfigError:
+            pass
 
     def cancel(self, job_id: int) -> CancelResult:
         """Pending: cancelled now. Running: its handler is told at the next heartbeat."""

@@ -162,17 +162,18 @@ class JSONCodec:
         return self._simple(value, type_)
 
     def _simple(self, value: Any, cls: type) -> Any:
-        if cls is bool or cls is str:
-            return value
-        if cls is int:
-            return value
+        if cls is bool or cls is str or cls is int:  # never handed on as another type:
+            return _checked(value, cls)  # wait() would return it typed as what it is not
         if cls is float:
-            return float(value) if isinstance(value, int) and not isinstance(value, bool) \
-                else value
+            if isinstance(value, int) and not isinstance(value, bool):
+                return float(value)
+            return _checked(value, float)
         if issubclass(cls, enum.Enum):
             return cls(value)
         if issubclass(cls, datetime):
             found = cls.fromisoformat(value)
+            if found.utcoffset() is None:  # as encode refuses it: the instant is unknown
+                raise ValueError(f"naive datetime {value!r} has no timezone")
             return found
         if issubclass(cls, date):
             return cls.fromisoformat(value)
@@ -180,8 +181,8 @@ class JSONCodec:
             return cls.fromisoformat(value)
         if issubclass(cls, timedelta):
             return cls(seconds=value)
-        if issubclass(cls, UUID):
-            return cls(value)
+        if issubclass(cls, UUID):  # UUID(5) is an AttributeError, which no union arm expects
+            return cls(_checked(value, str))
         if issubclass(cls, Decimal):
             return cls(str(value))
         if dataclasses.is_dataclass(cls):
@@ -199,6 +200,10 @@ class JSONCodec:
         return value
 
     def _generic(self, value: Any, origin: Any, args: tuple[Any, ...]) -> Any:
+        if origin is dict or origin in _MAPPINGS:
+            _checked(value, dict)
+        elif origin in _SETS or origin is list or origin in _SEQUENCES or origin is tuple:
+            _checked(value, list)  # JSON has no other sequence (a str would iterate chars)
         if origin in _SETS:
             item = args[0] if args else Any
             items = [self.decode(v, item) for v in value]
@@ -213,7 +218,10 @@ class JSONCodec:
                 return tuple(self.decode(v, t) for v, t in zip(value, args, strict=True))
             return tuple(value)
         if origin is dict or origin in _MAPPINGS:
-            item = args[1] if len(args) == 2 else Any
+            key, item = args if len(args) == 2 else (Any, Any)
+            if key in _JSON_KEYS:  # written as JSON text by _key: read back the same way
+                return {self.decode(json.loads(k), key): self.decode(v, item)
+                        for k, v in value.items()}
             return {k: self.decode(v, item) for k, v in value.items()}
         return value
 
@@ -231,10 +239,21 @@ class JSONCodec:
         raise ValueError(f"{value!r} fits none of {', '.join(errors)}")
 
 
+def _checked(value: Any, cls: type) -> Any:
+    """``value`` when it is a ``cls`` (what JSON carries for it), else TypeError."""
+    if not isinstance(value, cls):
+        raise TypeError(f"expected {cls.__name__}, got {type(value).__name__} {value!r:.100}")
+    return value
+
+
 _SETS: frozenset[Any] = frozenset({set, frozenset, abc.Set, abc.MutableSet})
 _SEQUENCES: frozenset[Any] = frozenset({abc.Sequence, abc.MutableSequence, abc.Iterable,
                                         abc.Collection})
 _MAPPINGS: frozenset[Any] = frozenset({abc.Mapping, abc.MutableMapping})
+
+
+#: Key annotations whose keys JSON writes as their JSON text (``1`` -> ``"1"``).
+_JSON_KEYS: frozenset[Any] = frozenset({int, float, bool})
 
 
 def _key(key: Any) -> str:
@@ -253,12 +272,17 @@ _AS_IS: frozenset[Any] = frozenset({Any, object, str, int, bool, type(None), lis
 
 def decodes_as_is(hint: Any) -> bool:
     """True when :class:`JSONCodec` would return any JSON value of type ``hint`` unchanged
-    (``int``, ``dict[str, list[str]]``, ``str | None``...): the worker then skips decoding."""
+    (``int``, ``dict[str, list[str]]``, ``str | None``...): the worker then skips decoding,
+    and with it the type check of such arguments (the hot path of plain jobs; a handler then
+    gets what the producer sent, as before there were codecs). Results are always checked."""
     if hint in _AS_IS:
         return True
     origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is dict and args and args[0] in _JSON_KEYS:  # "1" must come back as 1
+        return False
     if origin in (list, dict, typing.Union, types.UnionType):
-        return all(decodes_as_is(a) for a in typing.get_args(hint))
+        return all(decodes_as_is(a) for a in args)
     return False
 
 

@@ -10,15 +10,17 @@ errors are retried until the timeout: waiting must not fail because the store bl
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any
 
 from tether import clock
-from tether.errors import JobFailed, JobNotFound, JobWasCancelled, StoreUnavailable
+from tether.errors import JobFailed, JobNotFound, JobWasCancelled, StoreUnavailable, TetherError
 from tether.stores.records import TERMINAL
 from tether.stores.records import Job as JobRecord
 
 if TYPE_CHECKING:
     from tether.app import App
+    from tether.jobview import Job
 
 #: Longest sleep between two reads of the job while waiting (see the module docstring).
 WAKE_EVERY = 1.0
@@ -26,21 +28,54 @@ WAKE_EVERY = 1.0
 ERROR_PAUSE = 0.2
 
 
-def outcome(app: App, record: JobRecord) -> Any:
-    """The decoded result of a finished job, or JobFailed / JobWasCancelled."""
+class ResultNotDecodable(TetherError, TypeError):
+    """The job is done, but its stored result does not decode as its task's return annotation
+    says (the handler returned something else, or the annotation changed since). ``wait``
+    promises a value of that type, so handing back the raw JSON would be a silent lie; ``job``
+    is the view (whose ``result`` is the plain JSON) and ``__cause__`` the codec's refusal."""
+
+    def __init__(self, job: Job, type_: Any, cause: BaseException) -> None:
+        self.job = job
+        self.job_id = job.id
+        name = getattr(type_, "__name__", None) or repr(type_)
+        super().__init__(f"job {job.id} ({job.task}) is done, but its result {job.result!r:.200}"
+                         f" does not decode as {name}: {type(cause).__name__}: {cause}")
+
+
+def outcome(app: App, record: JobRecord, *, imports: bool = True) -> Any:
+    """The decoded result of a finished job, or JobFailed / JobWasCancelled /
+    ResultNotDecodable. ``imports``: as in ``App.view``."""
     if record.status == "done":
-        return app.view(record).result
+        job = app.view(record, imports=imports)  # includes imported first (broken: plain JSON)
+        task = app.tasks.get(record.task)
+        if task is None or record.result is None:
+            return job.result
+        type_ = task.hints.get("return", Any)
+        try:
+            return task.decode_result(json.loads(record.result))
+        except Exception as exc:  # a codec's refusal, whatever its class
+            raise ResultNotDecodable(job, type_, exc) from exc
     if record.status == "cancelled":
-        raise JobWasCancelled(app.view(record))
-    raise JobFailed(app.view(record))
+        raise JobWasCancelled(app.view(record, imports=imports))
+    raise JobFailed(app.view(record, imports=imports))
 
 
 def _check(job_id: int, timeout: float | None) -> float | None:
-    if timeout is not None and not (isinstance(timeout, int | float) and timeout >= 0):
+    if timeout is not None and (isinstance(timeout, bool) or not (
+            isinstance(timeout, int | float) and timeout >= 0)):  # True is no number of seconds
         raise ValueError(f"timeout must be a number of seconds >= 0 or None, got {timeout!r}")
     if isinstance(job_id, bool) or not isinstance(job_id, int):
         raise TypeError(f"job_id must be an int, got {type(job_id).__name__}")
     return None if timeout is None else clock.monotonic() + timeout
+
+
+def _not_found(job_id: int) -> JobNotFound:
+    """JobNotFound saying why a waited-for id may be unknown: the usual reason is a finished
+    job whose row the retention pruned, whose result is then gone with it."""
+    error = JobNotFound(job_id)
+    error.args = (f"{error} (never enqueued, or finished and since pruned by the retention "
+                  "settings, or purged)",)
+    return error
 
 
 class _Wait:
@@ -61,7 +96,7 @@ class _Wait:
         if not readable:
             self.status, pause = "unknown: the store is unavailable", ERROR_PAUSE
         elif record is None:
-            raise JobNotFound(self.job_id)
+            raise _not_found(self.job_id)
         else:
             self.status, pause = record.status, WAKE_EVERY
         left = None if self.deadline is None else self.deadline - clock.monotonic()
@@ -72,9 +107,10 @@ class _Wait:
 
 
 def wait(app: App, job_id: int, timeout: float | None) -> Any:
-    state, store = _Wait(job_id, timeout), app.store
+    state = _Wait(job_id, timeout)
     while True:
-        try:
+        try:  # the store is opened here too: an outage at the start is ridden out as well
+            store = app.store
             record, readable = store.get_job(job_id), True
         except StoreUnavailable:
             record, readable = None, False
@@ -90,14 +126,16 @@ def wait(app: App, job_id: int, timeout: float | None) -> Any:
 
 
 async def await_result(app: App, job_id: int, timeout: float | None) -> Any:
-    state, producer = _Wait(job_id, timeout), await app.async_producer()
+    state = _Wait(job_id, timeout)
     while True:
-        try:
+        try:  # as in wait(): opening the store is part of what is retried
+            producer = await app.async_producer()
             record, readable = await producer.get_job(job_id), True
         except StoreUnavailable:
             record, readable = None, False
         if record is not None and record.status in TERMINAL:
-            return outcome(app, record)
+            await app.aimport_includes()  # outcome() decodes by the task: no import on the loop
+            return outcome(app, record, imports=False)
         slice_ = state.blocked_for(record, readable)
         try:
             if not readable:

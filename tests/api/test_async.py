@@ -138,3 +138,41 @@ def test_aenqueue_retries_a_transient_failure_with_one_request_id(make_app: Make
     jobs = app.store.list_jobs()
     assert [j.id for j in jobs] == [first, first + 1] or len(jobs) == 2
     assert sorted(app.get_job(j.id).args[0] for j in jobs) == [1, 2]
+
+
+def test_aclose_on_one_loop_closes_the_connections_of_the_others(tmp_path: Any) -> None:
+    """An app used from two event loops (a server's loop and a background thread's): its
+    ``aclose`` on one loop must not leave the other loop's Redis connections open (as the
+    PostgreSQL producer drops the other loops' pools)."""
+    import threading
+
+    from tests.servers import isolated_url
+    from tests.worker.helpers import wait_until
+
+    with isolated_url("redis", tmp_path) as url:
+        app = tether.App(url)
+        job_id = app.enqueue("elsewhere.task")
+        other = asyncio.new_event_loop()
+        thread = threading.Thread(target=other.run_forever, daemon=True)
+        thread.start()
+        try:
+            asyncio.run_coroutine_threadsafe(app.aget_job(job_id), other).result(30)
+            producer = app.store.async_producer()
+            pool = producer._clients[other].client.connection_pool  # type: ignore[attr-defined]
+
+            def connected() -> int:
+                return sum(1 for c in pool._available_connections if c.is_connected)
+
+            assert connected() == 1
+
+            async def main() -> None:
+                await app.aget_job(job_id)
+                await app.aclose()
+
+            asyncio.run(main())
+            wait_until(lambda: connected() == 0, 10, "the other loop's connection to close")
+        finally:
+            other.call_soon_threadsafe(other.stop)
+            thread.join(10)
+            other.close()
+            app.close()

@@ -47,6 +47,9 @@ def finished(app: tether.App, *ids: int) -> list[tether.Job]:
     (Point(1, 2, "p"), Point),
     ([Point(1, 2)], list[Point]),
     ({"a": Decimal("1")}, dict[str, Decimal]),
+    ({1: "a", -2: "b"}, dict[int, str]),  # JSON keys are strings: back to ints by the type
+    ({1.5: [2]}, dict[float, list[int]]),
+    ({True: None}, dict[bool, None]),
     ((1, "x"), tuple[int, str]),
     ({1, 2}, set[int]),
     (None, Optional[datetime]),  # noqa: UP045 - the typing spelling must work too
@@ -77,6 +80,8 @@ def test_without_a_type_values_stay_plain_json() -> None:
     (b"bytes", "cannot carry a builtins.bytes"),
     ({(1, 2): "x"}, "keys must be str, int, float, bool or None"),
     (float("nan"), "JSON-serializable"),
+    (float("-inf"), "JSON-serializable"),
+    pytest.param(10**5000, "Exceeds the limit", id="huge-int"),  # past int-to-text: refused
 ])
 def test_what_the_codec_cannot_carry_is_one_type_error_and_nothing_is_enqueued(
     make_app: MakeApp, value: Any, message: str,
@@ -216,3 +221,100 @@ def test_checkpoint_and_progress_go_through_the_codec(make_app: MakeApp) -> None
     assert job.progress == "0.5"
     assert len(refused) == 1 and "checkpoint must be JSON-serializable" in refused[0]
     assert "naive datetime" in refused[0]
+
+
+@pytest.mark.parametrize(("value", "type_"), [
+    ("2026-01-02T03:04:05", datetime),  # naive: which instant is it? every zone reads another
+    ("abc", int),
+    (5, UUID),
+    ({"hex": "x"}, UUID),
+    (1.5, int),
+    (5, str),
+    ("yes", bool),
+    ([1], float),
+    ({"x": "1"}, dict[str, int]),
+    (["a"], list[int]),
+])
+def test_decoding_refuses_what_the_annotation_cannot_be(value: Any, type_: Any) -> None:
+    """A value that is not of the annotated type is refused (ValueError/TypeError), never
+    handed on as it is: ``wait`` would return it typed as something it is not, and a handler
+    would get it as an argument of another type."""
+    with pytest.raises((ValueError, TypeError)):
+        JSONCodec().decode(value, type_)
+
+
+def test_plain_values_of_the_right_type_decode_as_they_are() -> None:
+    codec = JSONCodec()
+    assert codec.decode(True, int) is True, "a bool is an int, as Python says"
+    assert codec.decode(3, float) == 3.0 and type(codec.decode(3, float)) is float
+    assert codec.decode(10**30, int) == 10**30
+    assert codec.decode("x", int | str) == "x" and codec.decode(5, str | int) == 5
+    assert codec.decode(5, UUID | int) == 5, "a refused arm lets the next one try"
+    assert codec.decode({"a": 1}, UUID | dict[str, int]) == {"a": 1}
+    aware = codec.decode("2026-01-02T03:04:05+02:00", datetime)
+    assert aware.utcoffset() == timedelta(hours=2)
+
+
+def test_a_poison_payload_is_dead_lettered_once_with_a_clear_reason(make_app: MakeApp) -> None:
+    """Payloads a foreign producer wrote straight into the store (not JSON; JSON that is not
+    ``[args, kwargs]``; a value the app's codec refuses with an error of its own class): each
+    is one clear error, the job dead-lettered at its first attempt with reason
+    ``bad_arguments``, the worker unharmed, and the job still readable."""
+    from tether.stores.base import NewJob
+
+    class Picky(JSONCodec):
+        def decode(self, value: Any, type_: Any) -> Any:
+            if type_ is Point and value.get("x") == 1:
+                raise RuntimeError("this codec's own refusal")
+            return super().decode(value, type_)
+
+    app = make_app(codec=Picky())
+    ran: list[object] = []
+
+    @app.task(name="poison.target", max_attempts=5)
+    def target(p: Point) -> None:
+        ran.append(p)
+
+    payloads = ["not json", '{"args": [1]}', '[[1], {}, "meta"]', '[[{"x": 1, "y": 2}], {}]']
+    ids = app.enqueue_jobs([NewJob("poison.target", payload=p) for p in payloads])
+    with running(app, concurrency=1):
+        jobs = finished(app, *ids)
+        good = target.enqueue(Point(3, 4))  # the worker still runs jobs afterwards
+        wait_until(lambda: ran != [], 30, "a good job after the poison")
+    assert app.get_job(good).status == "done" and ran == [Point(3, 4)]
+    for job in jobs:
+        assert (job.status, job.failure_reason, job.attempt) == ("failed", "bad_arguments", 1), \
+            job
+        assert "poison.target" in (job.last_error or ""), job.last_error
+        assert len(job.errors) == 1
+    assert "this codec's own refusal" in (jobs[3].last_error or "")
+
+
+def test_a_handler_annotated_with_int_keys_gets_int_keys(make_app: MakeApp) -> None:
+    """JSON writes ``{1: ...}`` as ``{"1": ...}``; the worker reads the keys back by the
+    annotation, also when every parameter is otherwise plain JSON (the fast path)."""
+    app = make_app()
+
+    @app.task
+    def count(seen: dict[int, str]) -> dict[int, int]:
+        assert all(type(k) is int for k in seen), seen
+        return {k * 10: len(v) for k, v in seen.items()}
+
+    job_id = count.enqueue({1: "a", 2: "bb"})
+    with running(app, concurrency=1):
+        assert app.wait(job_id, timeout=30) == {10: 1, 20: 2}
+
+
+def test_big_ints_and_exact_decimals_survive_every_store(make_app: MakeApp) -> None:
+    """Arguments and results are carried as JSON text on every store: a 30-digit int and a
+    Decimal come back exactly (no float or Lua-number rounding on the way)."""
+    app = make_app()
+
+    @app.task
+    def grow(n: int, d: Decimal) -> list[Any]:
+        return [n + 1, d * 3]
+
+    job_id = grow.enqueue(10**30, Decimal("0.1"))
+    with running(app, concurrency=1):
+        assert app.wait(job_id, timeout=30) == [10**30 + 1, "0.3"]
+    assert app.get_job(job_id).args == [10**30, Decimal("0.1")]

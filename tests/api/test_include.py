@@ -30,6 +30,8 @@ def producer(store_url: str) -> Iterator[tether.App]:
 def test_a_worker_runs_tasks_of_included_modules(
     producer: tether.App, store_url: str, tmp_path: Path, pool: str,
 ) -> None:
+    if store_url.startswith("memory:"):
+        pytest.skip("the worker runs in another process: the memory store is per process")
     first = producer.enqueue("proj.double", 21, queue="proj")
     second = producer.enqueue("proj.next_day", date(2026, 2, 28), queue="proj")
     log = tmp_path / "worker.log"
@@ -108,3 +110,87 @@ def test_a_broken_include_does_not_break_reading_jobs(store_url: str) -> None:
         assert app.get_job(job_id).args == [2]  # plain JSON; the worker reports the include
     finally:
         app.close()
+
+
+def test_async_reads_import_the_included_modules_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch, store_url: str,
+) -> None:
+    """``aget_job`` / ``await_result`` of a task the app does not know yet import the
+    ``include`` modules first; an import reads files and runs module code (a Django project's
+    takes seconds), so it must run on a thread, never on the caller's loop."""
+    import asyncio
+    import importlib
+    import threading
+
+    from tests.api.proj import core
+
+    app = tether.App(store_url, include=["tests.api.proj.tasks"])
+    monkeypatch.setattr(core, "app", app)
+    monkeypatch.delitem(sys.modules, "tests.api.proj.tasks", raising=False)
+    imported_on: list[int] = []
+    real_import = importlib.import_module
+
+    def watched(name: str, package: str | None = None) -> object:
+        if name == "tests.api.proj.tasks":
+            imported_on.append(threading.get_ident())
+        return real_import(name, package)
+
+    remote = tether.App(store_url)  # knows no task: enqueues by name
+    job_id = remote.enqueue("proj.next_day", date(2026, 1, 31))
+    monkeypatch.setattr(importlib, "import_module", watched)
+    assert app.tasks == {}
+
+    async def main() -> tuple[int, list[object]]:
+        try:
+            job = await app.aget_job(job_id)
+            with pytest.raises(TimeoutError):
+                await app.await_result(job_id, timeout=0)
+            return threading.get_ident(), job.args
+        finally:
+            await app.aclose()
+
+    try:
+        loop_thread, args = asyncio.run(main())
+        assert imported_on and loop_thread not in imported_on, "imported on the event loop"
+        assert args == [date(2026, 1, 31)], "decoded by the included task's annotations"
+    finally:
+        sys.modules.pop("tests.api.proj.tasks", None)
+        remote.close()
+
+
+def test_a_broken_include_is_never_retried_on_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch, store_url: str,
+) -> None:
+    """A broken include stays unimported, so every read tries it again: the async reads must
+    make those attempts on a thread too, not only the first one."""
+    import asyncio
+    import importlib
+    import threading
+
+    app = tether.App(store_url, include=["tests.api.proj.broken"])
+    attempts: list[int] = []
+    real_import = importlib.import_module
+
+    def watched(name: str, package: str | None = None) -> object:
+        if name == "tests.api.proj.broken":
+            attempts.append(threading.get_ident())
+        return real_import(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", watched)
+
+    async def main() -> int:
+        try:
+            job_id = (await app.aenqueue_jobs(
+                [tether.task.make_new_job("proj.double", (2,), {})]))[0]
+            for _ in range(3):
+                assert (await app.aget_job(job_id)).args == [2]
+            assert await app.acancel(job_id) == "cancelled"
+            with pytest.raises(tether.JobWasCancelled):
+                await app.await_result(job_id, timeout=5)
+            return threading.get_ident()
+        finally:
+            await app.aclose()
+
+    loop_thread = asyncio.run(main())
+    assert len(attempts) >= 4, attempts
+    assert loop_thread not in attempts, "an import was tried on the event loop"

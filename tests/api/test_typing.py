@@ -65,5 +65,9 @@ def test_mypy_rejects_wrong_arguments(mypy_output: dict[str, list[str]]) -> None
         'has type "str")  [assignment]',
         '18: error: Argument "b" to "enqueue" of "Enqueuer" has incompatible type "str"; '
         'expected "int"  [arg-type]',
+        '22: error: Argument 1 to "aenqueue" of "Task" has incompatible type "str"; '
+        'expected "int"  [arg-type]',
+        '25: error: Argument "b" to "aenqueue" of "Enqueuer" has incompatible type "str"; '
+        'expected "int"  [arg-type]',
     ]
     assert bad == expected

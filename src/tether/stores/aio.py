@@ -38,6 +38,26 @@ CALL_THREADS = 4
 WAIT_THREADS = 32
 
 
+#: How often :func:`until_ready` looks at its flag.
+READY_POLL = 0.05
+
+
+async def until_ready(ready: Callable[[], bool], timeout: float) -> bool:
+    """Await a listener's readiness flag (True once set, False after ``timeout``) on the
+    loop, looking every :data:`READY_POLL` s. Not ``to_thread(event.wait)``: every waiter
+    would hold a thread of the loop's default executor (6 on 2 cores) for its whole wait,
+    and many waiters on a degraded listener would starve the application's own
+    ``to_thread`` calls. Only degraded waits come here, so the look costs nothing otherwise."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(0.0, timeout)
+    while not ready():
+        left = deadline - loop.time()
+        if left <= 0:
+            return False
+        await asyncio.sleep(min(READY_POLL, left))
+    return True
+
+
 class ThreadedProducer:
     """:class:`tether.stores.base.AsyncProducer` over any sync :class:`Store` (SQLite's, and
     any store without a native async driver)."""
@@ -106,4 +126,4 @@ class ThreadedProducer:
         self._waits.shutdown(wait=False, cancel_futures=True)
 
 
-__all__ = ["WAIT_SLICE", "ThreadedProducer"]
+__all__ = ["WAIT_SLICE", "ThreadedProducer", "until_ready"]

@@ -28,6 +28,7 @@ import psycopg
 
 from tether import clock, limits
 from tether.errors import JobNotFound, StoreError, StoreUnavailable
+from tether.stores.aio import until_ready
 from tether.stores.base import AsyncProducer, CancelResult, Job, NewJob
 from tether.stores.postgres.apool import AConn, AsyncPool
 from tether.stores.postgres.connect import Connector
@@ -41,6 +42,9 @@ from tether.stores.postgres.plumbing import RACE_RETRIES, Row, race
 _NOT_READY_POLL = 1.0
 #: Connections per event loop, and how long a call waits for a free one.
 ASYNC_POOL_SIZE = 4
+#: Longest an async waiter waits for the listener's first connection attempt (its connect
+#: timeout, plus margin; ``Listener.start`` waits as long).
+_FIRST_ATTEMPT_WAIT = 4.0
 ASYNC_POOL_TIMEOUT = 10.0
 
 
@@ -112,6 +116,7 @@ class PostgresAsyncProducer:
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncPool] = (
             weakref.WeakKeyDictionary())
         self._lock = threading.Lock()
+        self._starter = False  # a thread was started to start the listener
         self.closed = False
 
     def _pool(self) -> AsyncPool:
@@ -182,7 +187,14 @@ class PostgresAsyncProducer:
     async def wait_for_finish(self, job_ids: Sequence[int], timeout: float) -> bool:
         ids = [limits.check_job_id(i) for i in job_ids]
         if not self._listener.ready():  # its first connection: a blocking wait, off the loop
-            await asyncio.to_thread(self._listener.start)
+            # On a thread of its own, not the loop's default executor (the application's,
+            # possibly all busy): the wait only needs the listener's first attempt made.
+            with self._lock:
+                starter, self._starter = self._starter, True
+            if not starter:  # one starting thread, however many waiters come meanwhile
+                threading.Thread(target=self._listener.start, name="tether-listen-start",
+                                 daemon=True).start()
+            await until_ready(self._listener.ready, _FIRST_ATTEMPT_WAIT)
         loop = asyncio.get_running_loop()
         woken = loop.create_future()
 
@@ -203,7 +215,7 @@ class PostgresAsyncProducer:
                 step = min(_NOT_READY_POLL, deadline - clock.monotonic())
                 if step <= 0:
                     return False
-                ready = await asyncio.to_thread(self._listener.wait_done_ready, step)
+                ready = await until_ready(self._listener.done_ready, step)
                 if waiter.hit or await self._finished_any(ids):
                     return True
                 if ready:

@@ -29,6 +29,7 @@ from redis.backoff import ExponentialBackoff
 
 from tether import clock, limits
 from tether.errors import ConfigError, JobNotFound, StoreUnavailable
+from tether.stores.aio import until_ready
 from tether.stores.base import AsyncProducer, CancelResult, Job, NewJob
 from tether.stores.redis import _codec as codec
 from tether.stores.redis._calls import CANCEL, request, script_text
@@ -198,8 +199,8 @@ class RedisAsyncProducer:
     async def wait_for_finish(self, job_ids: Sequence[int], timeout: float) -> bool:
         ids = [limits.check_job_id(i) for i in job_ids]
         if not self._waker.ready():  # the subscription's first connection: off the loop
-            await asyncio.to_thread(self._waker.subscribe_wait,
-                                    min(_SUBSCRIBE_WAIT, max(0.0, timeout)))
+            self._waker.subscribe_wait(0.0)  # starts its thread; waiting is ours, on the loop
+            await until_ready(self._waker.ready, min(_SUBSCRIBE_WAIT, max(0.0, timeout)))
         loop = asyncio.get_running_loop()
         woken = loop.create_future()
 
@@ -221,7 +222,7 @@ class RedisAsyncProducer:
                     await client.publish(f"{self._prefix}:wake", "")  # the poke
                 _raise_if_cancelled()
                 ready = min(_SUBSCRIBE_WAIT, deadline - clock.monotonic())
-                listening = await asyncio.to_thread(self._waker.wait_done_ready, ready)
+                listening = await until_ready(self._waker.done_ready, ready)
                 if listening and await self._finished_any(ids):
                     return True
             _raise_if_cancelled()
@@ -234,7 +235,9 @@ class RedisAsyncProducer:
             self._waker.remove_finish_waiter(key)
 
     async def aclose(self) -> None:
-        """Close this loop's client politely; other loops' clients are dropped (close)."""
+        """Close this loop's client politely; another loop's client is closed on its own
+        loop (scheduled there, not awaited: this loop must not wait on another's), or left to
+        end with its loop when that one no longer runs."""
         loop = asyncio.get_running_loop()
         with self._lock:
             self.closed = True
@@ -245,6 +248,11 @@ class RedisAsyncProducer:
                 try:
                     await client.client.aclose()
                 except (redis.RedisError, OSError):
+                    pass
+            elif owner.is_running() and not owner.is_closed():
+                try:
+                    asyncio.run_coroutine_threadsafe(client.client.aclose(), owner)
+                except RuntimeError:  # that loop closed meanwhile: its sockets went with it
                     pass
 
     def close(self) -> None:
