@@ -13,6 +13,8 @@ The tree::
     ├── LeaseLost              a fenced write was rejected: this worker no longer holds the job
     ├── JobFailed              ``app.wait``: the job was dead-lettered
     │   └── JobWasCancelled    ``app.wait``: the job was cancelled
+    ├── ResultNotDecodable     ``app.wait``: done, but the result is not of the annotated type
+                               (also a ``TypeError``)
     └── Interrupted            raised inside a handler by ``check_cancelled()``
         ├── JobCancelled       someone asked to cancel the job
         ├── LeaseInterrupted   the lease was lost (reaped, timed out, store unreachable)
@@ -24,7 +26,7 @@ Handlers may raise ``Retry`` (retry after a given delay, counted as a failure) o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tether.jobview import Job
@@ -101,6 +103,20 @@ class JobWasCancelled(JobFailed):
 
     def _message(self) -> str:
         return f"job {self.job.id} ({self.job.task}) was cancelled"
+
+
+class ResultNotDecodable(TetherError, TypeError):
+    """The job is done, but its stored result does not decode as its task's return annotation
+    says (the handler returned something else, or the annotation changed since). ``wait``
+    promises a value of that type, so handing back the raw JSON would be a silent lie; ``job``
+    is the view (whose ``result`` is the plain JSON) and ``__cause__`` the codec's refusal."""
+
+    def __init__(self, job: Job, type_: Any, cause: BaseException) -> None:
+        self.job = job
+        self.job_id = job.id
+        name = getattr(type_, "__name__", None) or repr(type_)
+        super().__init__(f"job {job.id} ({job.task}) is done, but its result {job.result!r:.200}"
+                         f" does not decode as {name}: {type(cause).__name__}: {cause}")
 
 
 class Interrupted(TetherError):

@@ -14,32 +14,23 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from tether import clock
-from tether.errors import JobFailed, JobNotFound, JobWasCancelled, StoreUnavailable, TetherError
+from tether.errors import (
+    JobFailed,
+    JobNotFound,
+    JobWasCancelled,
+    ResultNotDecodable,
+    StoreUnavailable,
+)
 from tether.stores.records import TERMINAL
 from tether.stores.records import Job as JobRecord
 
 if TYPE_CHECKING:
     from tether.app import App
-    from tether.jobview import Job
 
 #: Longest sleep between two reads of the job while waiting (see the module docstring).
 WAKE_EVERY = 1.0
 #: Pause before reading again after a transient store error.
 ERROR_PAUSE = 0.2
-
-
-class ResultNotDecodable(TetherError, TypeError):
-    """The job is done, but its stored result does not decode as its task's return annotation
-    says (the handler returned something else, or the annotation changed since). ``wait``
-    promises a value of that type, so handing back the raw JSON would be a silent lie; ``job``
-    is the view (whose ``result`` is the plain JSON) and ``__cause__`` the codec's refusal."""
-
-    def __init__(self, job: Job, type_: Any, cause: BaseException) -> None:
-        self.job = job
-        self.job_id = job.id
-        name = getattr(type_, "__name__", None) or repr(type_)
-        super().__init__(f"job {job.id} ({job.task}) is done, but its result {job.result!r:.200}"
-                         f" does not decode as {name}: {type(cause).__name__}: {cause}")
 
 
 def outcome(app: App, record: JobRecord, *, imports: bool = True) -> Any:

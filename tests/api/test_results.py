@@ -173,7 +173,7 @@ def test_a_result_the_return_annotation_refuses_is_one_clear_error(make_app: Mak
     not hand back the raw JSON typed as a datetime; it raises ResultNotDecodable naming the
     job, the type and the codec's refusal, and carrying the view (whose result stays the
     plain JSON, as ``get_job`` shows it)."""
-    from tether.results import ResultNotDecodable
+    from tether import ResultNotDecodable
 
     app = make_app()
 
