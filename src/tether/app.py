@@ -55,7 +55,7 @@ class App:
     def __init__(self, url: str | None = None, *, auto_migrate: bool = True,
                  codec: Codec | None = None, include: Iterable[str] = (),
                  **options: Any) -> None:
-        self.url = url or os.environ.get("TETHER_URL") or DEFAULT_URL
+        self._url = url or os.environ.get("TETHER_URL") or DEFAULT_URL
         self.settings: Settings = make_settings(**options)
         self.auto_migrate = auto_migrate
         if codec is not None and not (callable(getattr(codec, "encode", None))
@@ -76,6 +76,21 @@ class App:
         self._lock = threading.RLock()
 
     # -- store -------------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @url.setter
+    def url(self, url: str) -> None:
+        """A new URL closes the store opened on the old one (the next use opens the new one):
+        keeping it would leave this app reading and writing where the URL no longer points
+        (a worker given ``--url`` claimed from the module's store while heartbeating on its
+        own)."""
+        with self._lock:
+            if url != self._url:
+                self.close()
+            self._url = url
+
     @property
     def store(self) -> Store:
         """The store, opened (and migrated, unless auto_migrate=False) on first use."""
