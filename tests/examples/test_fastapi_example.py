@@ -26,11 +26,36 @@ CALC = EXAMPLES / "fastapi_app"
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+def _serve(env: dict[str, str], tmp_path: Path,
+           processes: list[subprocess.Popen[str]]) -> tuple[subprocess.Popen[str], str]:
+    """uvicorn serving the example on a loopback socket this process bound (``--fd``: no
+    window in which another process can take a port picked free), once it answers; its
+    stderr goes to a file (a pipe nobody reads until the end could fill and block it)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        port: int = listener.getsockname()[1]
+        with (tmp_path / "uvicorn.err").open("w") as errors:
+            server = subprocess.Popen(
+                [PYTHON, "-m", "uvicorn", "main:api", "--fd", str(listener.fileno())],
+                cwd=CALC, env=env, text=True, stdout=subprocess.DEVNULL, stderr=errors,
+                pass_fds=[listener.fileno()])
+    processes.append(server)
+    base = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        assert server.poll() is None, server_errors(tmp_path)
+        try:
+            return httpx.get(f"{base}/openapi.json", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_for(up, 60, "uvicorn answering", interval=0.1)
+    return server, base
+
+
+def server_errors(tmp_path: Path) -> str:
+    return (tmp_path / "uvicorn.err").read_text()
 
 
 @pytest.fixture(params=["postgres", "redis", "sqlite"])
@@ -40,28 +65,14 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def test_enqueue_from_a_route_and_wait_for_the_result(
-    url: str, processes: list[subprocess.Popen[str]]
+    url: str, processes: list[subprocess.Popen[str]], tmp_path: Path
 ) -> None:
     env = example_env(TETHER_URL=url)
-    port = _free_port()
-    server = subprocess.Popen(
-        [PYTHON, "-m", "uvicorn", "main:api", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=CALC, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    processes.append(server)
+    server, base = _serve(env, tmp_path, processes)
     worker = subprocess.Popen([PYTHON, "-m", "tether", "worker", "tasks:app", "-c", "2"],
                               cwd=CALC, env=env, text=True, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE)
     processes.append(worker)
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        assert server.poll() is None, server.stderr.read() if server.stderr else ""
-        try:
-            return httpx.get(f"{base}/openapi.json", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_for(up, 30, "uvicorn answering", interval=0.1)
     with httpx.Client(base_url=base, timeout=40) as client:
         job = client.post("/add", params={"x": 2, "y": 3}).json()["job"]
         answer = client.get(f"/jobs/{job}/result", params={"timeout": 30})
@@ -87,13 +98,13 @@ def test_enqueue_from_a_route_and_wait_for_the_result(
 
     # uvicorn finishes its shutdown, then re-raises the SIGTERM it caught (exit -15)
     assert stop(server) in (0, -signal.SIGTERM)
-    errors = server.stderr.read() if server.stderr else ""
+    errors = server_errors(tmp_path)
     assert "Application shutdown complete" in errors and "Traceback" not in errors, errors
     assert stop(worker) == 0
 
 
 def test_a_waiting_route_leaves_the_server_free_for_other_requests(
-    url: str, processes: list[subprocess.Popen[str]]
+    url: str, processes: list[subprocess.Popen[str]], tmp_path: Path
 ) -> None:
     """One request waits for a result no worker can give yet (``/add/wait``); meanwhile other
     requests enqueue and answer at once, on the same single-process server: the wait holds
@@ -103,21 +114,7 @@ def test_a_waiting_route_leaves_the_server_free_for_other_requests(
     from tether.stores import open_store
 
     env = example_env(TETHER_URL=url)
-    port = _free_port()
-    server = subprocess.Popen(
-        [PYTHON, "-m", "uvicorn", "main:api", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=CALC, env=env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    processes.append(server)
-    base = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        assert server.poll() is None, server.stderr.read() if server.stderr else ""
-        try:
-            return httpx.get(f"{base}/openapi.json", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_for(up, 30, "uvicorn answering", interval=0.1)
+    _, base = _serve(env, tmp_path, processes)
     store = open_store(url)
     answers: list[httpx.Response] = []
     waiting = threading.Thread(target=lambda: answers.append(httpx.post(

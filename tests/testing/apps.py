@@ -54,10 +54,23 @@ def make_app(url: str) -> tuple[tether.App, dict[str, tether.Task], Recorder]:
             ctx.check_cancelled()
             threading.Event().wait(0.01)
 
+    meetings: dict[int, threading.Barrier] = {}
+
+    @app.task(name="meet")
+    def meet(parties: int) -> None:
+        """Returns once ``parties`` meet jobs run at the same moment; fails (broken barrier)
+        if they do not within 30 s: proof of side-by-side running that no load can fake
+        or break, unlike a bound on the wall time."""
+        seen.add("meet")
+        with seen.lock:
+            barrier = meetings.setdefault(parties, threading.Barrier(parties))
+        barrier.wait(timeout=30)
+
     @app.task(name="other", queue="other")
     def other() -> str:
         seen.add("other")
         return "other"
 
-    tasks = {"add": add, "fan": fan, "flaky": flaky, "boom": boom, "slow": slow, "other": other}
+    tasks = {"add": add, "fan": fan, "flaky": flaky, "boom": boom, "slow": slow, "meet": meet,
+             "other": other}
     return app, tasks, seen
