@@ -64,7 +64,7 @@ def test_an_outage_is_store_unavailable_and_the_producer_recovers(proxied: Proxi
         producer = store.async_producer()
         try:
             first = await producer.enqueue([NewJob(task)])
-            proxy.refuse(3.0)
+            proxy.refuse(60.0)  # until restore(): both calls below fall in it, however slow
             started = time.monotonic()
             with pytest.raises(StoreUnavailable):
                 await producer.enqueue([NewJob(task)])
