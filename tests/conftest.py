@@ -6,6 +6,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+import tether
 from tests.faults import FaultProxy
 from tests.servers import PG_DSN, REDIS_URL, STORE_KINDS, isolated_url, require_server
 from tether.stores import open_store
@@ -32,6 +33,24 @@ def store(store_url: str) -> Iterator[Store]:
         yield s
     finally:
         s.close()
+
+
+@pytest.fixture
+def make_app(store_url: str) -> Iterator[object]:
+    """Apps on this test's store (tests/api, tests/worker: every store kind), closed
+    afterwards; a short lease and poll so tests of expiry and wake-ups run quickly."""
+    apps: list[tether.App] = []
+
+    def _make(**options: object) -> tether.App:
+        options.setdefault("lease_ttl", 1.5)
+        options.setdefault("poll_interval", 0.1)
+        app = tether.App(store_url, **options)  # type: ignore[arg-type]
+        apps.append(app)
+        return app
+
+    yield _make
+    for app in apps:
+        app.close()
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -29,7 +28,8 @@ import psycopg
 from tether import clock, limits
 from tether.errors import JobNotFound, StoreError, StoreUnavailable
 from tether.stores.aio import until_ready
-from tether.stores.base import AsyncProducer, CancelResult, Job, NewJob
+from tether.stores.base import CancelResult, Job, NewJob
+from tether.stores.per_loop import PerLoop, ProducerCache, threadsafe_wake
 from tether.stores.postgres.apool import AConn, AsyncPool
 from tether.stores.postgres.connect import Connector
 from tether.stores.postgres.driver_errors import mapped
@@ -48,7 +48,7 @@ _FIRST_ATTEMPT_WAIT = 4.0
 ASYNC_POOL_TIMEOUT = 10.0
 
 
-class AsyncMixin:
+class AsyncMixin(ProducerCache):
     _connector: Connector
     _listener: Listener
     queries: dict[str, str]
@@ -89,19 +89,9 @@ class AsyncMixin:
         row = self._one("finished_any", {"ids": ids})
         return row is not None and bool(row[0])
 
-    def async_producer(self) -> AsyncProducer:
-        with self.__dict__.setdefault("_aio_lock", threading.Lock()):
-            producer: PostgresAsyncProducer | None = self.__dict__.get("_aio_producer")
-            if producer is None or producer.closed:
-                producer = PostgresAsyncProducer(self._connector, self._listener,
-                                                 self.queries, self.channel)
-                self.__dict__["_aio_producer"] = producer
-            return producer
-
-    def _close_aio(self) -> None:
-        producer: PostgresAsyncProducer | None = self.__dict__.pop("_aio_producer", None)
-        if producer is not None:
-            producer.close()
+    def _new_producer(self) -> PostgresAsyncProducer:
+        return PostgresAsyncProducer(self._connector, self._listener, self.queries,
+                                     self.channel)
 
 
 class PostgresAsyncProducer:
@@ -113,23 +103,18 @@ class PostgresAsyncProducer:
         self._listener = listener
         self._queries = queries
         self._channel = channel
-        self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncPool] = (
-            weakref.WeakKeyDictionary())
+        self._pools: PerLoop[AsyncPool] = PerLoop()
         self._lock = threading.Lock()
         self._starter = False  # a thread was started to start the listener
-        self.closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._pools.closed
 
     def _pool(self) -> AsyncPool:
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            if self.closed:
-                raise StoreUnavailable("the store's async producer is closed")
-            pool = self._pools.get(loop)
-            if pool is None:
-                pool = AsyncPool(self._connector.aconnect, max_size=ASYNC_POOL_SIZE,
-                                 timeout=ASYNC_POOL_TIMEOUT)
-                self._pools[loop] = pool
-            return pool
+        return self._pools.get(lambda: AsyncPool(self._connector.aconnect,
+                                                 max_size=ASYNC_POOL_SIZE,
+                                                 timeout=ASYNC_POOL_TIMEOUT))
 
     async def _rows(self, name: str, params: dict[str, Any], conn: AConn | None = None,
                     *, retry_races: bool = False) -> list[Row]:
@@ -195,15 +180,7 @@ class PostgresAsyncProducer:
                 threading.Thread(target=self._listener.start, name="tether-listen-start",
                                  daemon=True).start()
             await until_ready(self._listener.ready, _FIRST_ATTEMPT_WAIT)
-        loop = asyncio.get_running_loop()
-        woken = loop.create_future()
-
-        def wake() -> None:  # on the listener's thread
-            try:
-                loop.call_soon_threadsafe(_settle, woken)
-            except RuntimeError:  # the loop is closed: nobody is waiting any more
-                pass
-
+        woken, wake = threadsafe_wake()
         deadline = clock.monotonic() + max(0.0, timeout)
         waiter = self._listener.add_finish_waiter(ids, wake)
         try:
@@ -235,11 +212,7 @@ class PostgresAsyncProducer:
     async def aclose(self) -> None:
         """Close this loop's connections politely and drop every other loop's."""
         loop = asyncio.get_running_loop()
-        with self._lock:
-            self.closed = True
-            pools = dict(self._pools)
-            self._pools.clear()
-        for owner, pool in pools.items():
+        for owner, pool in self._pools.close().items():
             if owner is loop:
                 await pool.aclose()
             else:
@@ -247,17 +220,8 @@ class PostgresAsyncProducer:
 
     def close(self) -> None:
         """From ``Store.close()``: needs no loop (see :mod:`apool`)."""
-        with self._lock:
-            self.closed = True
-            pools = list(self._pools.values())
-            self._pools.clear()
-        for pool in pools:
+        for pool in self._pools.close().values():
             pool.drop()
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 __all__ = ["AsyncMixin", "PostgresAsyncProducer"]

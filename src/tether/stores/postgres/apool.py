@@ -23,61 +23,45 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from tether import clock
-from tether.errors import StoreUnavailable
-from tether.stores.postgres.pool import alive
+from tether.stores.postgres.slots import Slots, status_of
 
 AConn = psycopg.AsyncConnection[Any]
 
 
-class AsyncPool:
-    """At most ``max_size`` connections; ``getconn`` waits up to ``timeout`` for a free one."""
+class AsyncPool(Slots[AConn]):
+    """At most ``max_size`` connections; ``getconn`` waits up to ``timeout`` for a free one
+    (the policy is :class:`slots.Slots`', the same as the sync pool's)."""
 
     def __init__(self, connect: Callable[[], Awaitable[AConn]], *, max_size: int,
                  timeout: float) -> None:
+        super().__init__(max_size=max_size, timeout=timeout,
+                         closed_message="the store's async producer is closed")
         self._connect = connect
-        self.max_size = max_size
-        self.timeout = timeout
-        self._idle: deque[AConn] = deque()
         self._all: set[AConn] = set()
-        self._size = 0
         self._cond = asyncio.Condition()
-        self._closed = False
 
     async def getconn(self) -> AConn:
         deadline = clock.monotonic() + self.timeout
         async with self._cond:
-            while True:
-                if self._closed:
-                    raise StoreUnavailable("the store's async producer is closed")
-                while self._idle:
-                    conn = self._idle.pop()
-                    if alive(conn):
-                        return conn
-                    self._discard(conn)
-                if self._size < self.max_size:
-                    self._size += 1
-                    break
-                remaining = deadline - clock.monotonic()
-                if remaining <= 0:
-                    raise psycopg.OperationalError(
-                        f"no free PostgreSQL connection after {self.timeout:.1f}s "
-                        f"(all {self.max_size} in use)")
+            while isinstance(got := self._checkout(deadline), float):
                 try:
-                    await asyncio.wait_for(self._cond.wait(), remaining)
+                    await asyncio.wait_for(self._cond.wait(), got)
                 except TimeoutError:
-                    continue
+                    pass
+        if got is not None:
+            return got
         try:
             conn = await self._connect()
         except BaseException:
             async with self._cond:
-                self._size -= 1
+                self._unreserve()
                 self._cond.notify()
             raise
         self._all.add(conn)
         return conn
 
     async def putconn(self, conn: AConn) -> None:
-        status = conn.info.transaction_status if not conn.closed else TransactionStatus.UNKNOWN
+        status = status_of(conn)
         if status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
             try:
                 await conn.rollback()
@@ -85,10 +69,7 @@ class AsyncPool:
             except psycopg.Error:
                 status = TransactionStatus.UNKNOWN
         async with self._cond:
-            if self._closed or conn.broken or status != TransactionStatus.IDLE:
-                self._discard(conn)
-            else:
-                self._idle.append(conn)
+            self._checkin(conn, status)
             self._cond.notify()
 
     async def aclose(self) -> None:

@@ -15,7 +15,6 @@ dropped and replaced instead of failing the caller's statement.
 
 from __future__ import annotations
 
-import select
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -25,23 +24,20 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from tether import clock
-from tether.errors import StoreUnavailable
+from tether.stores.postgres.slots import Slots, alive, status_of
 
 Conn = psycopg.Connection[Any]
 
 
-class Pool:
+class Pool(Slots[Conn]):
     """At most ``max_size`` connections; ``getconn`` waits up to ``timeout`` for a free one
-    when all are in use. Thread-safe."""
+    when all are in use (the policy is :class:`slots.Slots`'). Thread-safe."""
 
     def __init__(self, connect: Callable[[], Conn], *, max_size: int, timeout: float) -> None:
+        super().__init__(max_size=max_size, timeout=timeout,
+                         closed_message="the store is closed")
         self._connect = connect
-        self.max_size = max_size
-        self.timeout = timeout
-        self._idle: deque[Conn] = deque()
-        self._size = 0  # open connections, idle or handed out
         self._cond = threading.Condition()
-        self._closed = False
 
     def add(self, conn: Conn) -> None:
         """Adopt an open connection (the preflight one, warm-up connections)."""
@@ -52,36 +48,22 @@ class Pool:
     def getconn(self) -> Conn:
         deadline = clock.monotonic() + self.timeout
         with self._cond:
-            while True:
-                if self._closed:
-                    raise StoreUnavailable("the store is closed")
-                while self._idle:
-                    conn = self._idle.pop()  # most recently used: warm, least likely dead
-                    if alive(conn):
-                        return conn
-                    self._discard(conn)
-                if self._size < self.max_size:
-                    self._size += 1
-                    break
-                remaining = deadline - clock.monotonic()
-                if remaining <= 0:
-                    raise psycopg.OperationalError(
-                        f"no free PostgreSQL connection after {self.timeout:.1f}s "
-                        f"(all {self.max_size} in use)"
-                    )
-                self._cond.wait(remaining)
+            while isinstance(got := self._checkout(deadline), float):
+                self._cond.wait(got)
+        if got is not None:
+            return got
         try:
             return self._connect()
         except BaseException:
             with self._cond:
-                self._size -= 1
+                self._unreserve()
                 self._cond.notify()
             raise
 
     def putconn(self, conn: Conn) -> None:
         """Hand a connection back. One left inside a transaction is rolled back; a broken or
         busy one is closed and its slot freed."""
-        status = conn.info.transaction_status if not conn.closed else TransactionStatus.UNKNOWN
+        status = status_of(conn)
         if status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
             try:
                 conn.rollback()
@@ -89,10 +71,7 @@ class Pool:
             except psycopg.Error:
                 status = TransactionStatus.UNKNOWN
         with self._cond:
-            if self._closed or conn.broken or status != TransactionStatus.IDLE:
-                self._discard(conn)
-            else:
-                self._idle.append(conn)
+            self._checkin(conn, status)
             self._cond.notify()
 
     def stats(self) -> dict[str, int]:
@@ -115,18 +94,6 @@ class Pool:
             conn.close()
         except psycopg.Error:
             pass
-
-
-def alive(conn: Conn | psycopg.AsyncConnection[Any]) -> bool:
-    """Liveness without a round trip: an idle connection has nothing to read, so a readable
-    socket means the server said goodbye (terminated backend, restart) or closed it."""
-    if conn.closed or conn.broken:
-        return False
-    try:
-        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-    except (OSError, ValueError, psycopg.Error):
-        return False
-    return not readable
 
 
 __all__ = ["Conn", "Pool", "alive"]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import weakref
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -28,9 +27,10 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import ExponentialBackoff
 
 from tether import clock, limits
-from tether.errors import ConfigError, JobNotFound, StoreUnavailable
+from tether.errors import ConfigError, JobNotFound
 from tether.stores.aio import until_ready
-from tether.stores.base import AsyncProducer, CancelResult, Job, NewJob
+from tether.stores.base import CancelResult, Job, NewJob
+from tether.stores.per_loop import PerLoop, ProducerCache, threadsafe_wake
 from tether.stores.redis import _codec as codec
 from tether.stores.redis._calls import CANCEL, request, script_text
 from tether.stores.redis._conn import io, one_line
@@ -51,7 +51,7 @@ _SUBSCRIBE_WAIT = 3.0
 _SCRIPTS = ("enqueue", "cancel")
 
 
-class AsyncMixin:
+class AsyncMixin(ProducerCache):
     prefix: str
     _client: Any
     _client_url: str
@@ -87,19 +87,8 @@ class AsyncMixin:
         finally:
             self._waker.remove_finish_waiter(key)
 
-    def async_producer(self) -> AsyncProducer:
-        with self.__dict__.setdefault("_aio_lock", threading.Lock()):
-            producer: RedisAsyncProducer | None = self.__dict__.get("_aio_producer")
-            if producer is None or producer.closed:
-                producer = RedisAsyncProducer(self.prefix, self._client_url, self._options,
-                                              self._waker)
-                self.__dict__["_aio_producer"] = producer
-            return producer
-
-    def _close_aio(self) -> None:
-        producer: RedisAsyncProducer | None = self.__dict__.pop("_aio_producer", None)
-        if producer is not None:
-            producer.close()
+    def _new_producer(self) -> RedisAsyncProducer:
+        return RedisAsyncProducer(self.prefix, self._client_url, self._options, self._waker)
 
 
 def aconnect(url: str, options: dict[str, Any]) -> redis.asyncio.Redis:
@@ -138,20 +127,14 @@ class RedisAsyncProducer:
         self._url = url
         self._options = options
         self._waker = waker
-        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
-            weakref.WeakKeyDictionary())
-        self._lock = threading.Lock()
-        self.closed = False
+        self._clients: PerLoop[_LoopClient] = PerLoop()
+
+    @property
+    def closed(self) -> bool:
+        return self._clients.closed
 
     def _loop_client(self) -> _LoopClient:
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            if self.closed:
-                raise StoreUnavailable("the store's async producer is closed")
-            client = self._clients.get(loop)
-            if client is None:
-                client = self._clients[loop] = _LoopClient(self._url, self._options)
-            return client
+        return self._clients.get(lambda: _LoopClient(self._url, self._options))
 
     async def _run(self, name: str, *args: str) -> Any:
         scripts = self._loop_client().scripts
@@ -201,15 +184,7 @@ class RedisAsyncProducer:
         if not self._waker.ready():  # the subscription's first connection: off the loop
             self._waker.subscribe_wait(0.0)  # starts its thread; waiting is ours, on the loop
             await until_ready(self._waker.ready, min(_SUBSCRIBE_WAIT, max(0.0, timeout)))
-        loop = asyncio.get_running_loop()
-        woken = loop.create_future()
-
-        def wake() -> None:  # on the listener's thread
-            try:
-                loop.call_soon_threadsafe(_settle, woken)
-            except RuntimeError:  # the loop is closed: nobody is waiting any more
-                pass
-
+        woken, wake = threadsafe_wake()
         deadline = clock.monotonic() + max(0.0, timeout)
         key = self._waker.add_finish_waiter(ids, wake)
         try:
@@ -239,11 +214,7 @@ class RedisAsyncProducer:
         loop (scheduled there, not awaited: this loop must not wait on another's), or left to
         end with its loop when that one no longer runs."""
         loop = asyncio.get_running_loop()
-        with self._lock:
-            self.closed = True
-            clients = dict(self._clients)
-            self._clients.clear()
-        for owner, client in clients.items():
+        for owner, client in self._clients.close().items():
             if owner is loop:
                 try:
                     await client.client.aclose()
@@ -259,11 +230,7 @@ class RedisAsyncProducer:
         """From ``Store.close()``: needs no loop. A client whose loop still runs in another
         thread is closed there (waiting up to 2 s); otherwise its connections are dropped with
         their loop: the sockets close when the loop or the process ends."""
-        with self._lock:
-            self.closed = True
-            clients = list(self._clients.items())
-            self._clients.clear()
-        for loop, client in clients:
+        for loop, client in self._clients.close().items():
             if loop.is_running() and not loop.is_closed():
                 try:
                     running = asyncio.get_running_loop()
@@ -277,11 +244,6 @@ class RedisAsyncProducer:
                     future.result(2.0)
                 except Exception:  # best effort: the loop may be stopping
                     pass
-
-
-def _settle(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 __all__ = ["AsyncMixin", "RedisAsyncProducer", "aconnect"]
