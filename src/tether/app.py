@@ -304,11 +304,16 @@ class App:
         """The public view of a store record, decoded by this app's codec (and the task's
         annotations when this app knows the task). ``imports=False``: never import the
         ``include`` modules here (an event loop's caller did, or tried, on a thread)."""
+        return view(record, self.codec, self.reading_task(record.task, imports=imports))
+
+    def reading_task(self, name: str, *, imports: bool = True) -> Task[Any, Any] | None:
+        """The task that decodes a stored job's values for a read (``imports``: as in
+        :meth:`view`); a broken include is not a read's error (the worker reports it; the
+        read shows plain JSON), so it gives only the tasks already known."""
         try:
-            task = self.find_task(record.task) if imports else self.tasks.get(record.task)
-        except ConfigError:  # a broken include: the worker reports it; a read shows plain JSON
-            task = self.tasks.get(record.task)
-        return view(record, self.codec, task)
+            return self.find_task(name) if imports else self.tasks.get(name)
+        except ConfigError:
+            return self.tasks.get(name)
 
     def get_job(self, job_id: int) -> Job:
         """The job as it is now (:class:`tether.Job`); JobNotFound for an unknown id."""

@@ -37,15 +37,14 @@ def outcome(app: App, record: JobRecord, *, imports: bool = True) -> Any:
     """The decoded result of a finished job, or JobFailed / JobWasCancelled /
     ResultNotDecodable. ``imports``: as in ``App.view``."""
     if record.status == "done":
-        job = app.view(record, imports=imports)  # includes imported first (broken: plain JSON)
-        task = app.tasks.get(record.task)
+        task = app.reading_task(record.task, imports=imports)
         if task is None or record.result is None:
-            return job.result
-        type_ = task.hints.get("return", Any)
-        try:
+            return app.view(record, imports=False).result
+        try:  # decoded once, strictly: the view's lenient decode would hide a refusal
             return task.decode_result(json.loads(record.result))
         except Exception as exc:  # a codec's refusal, whatever its class
-            raise ResultNotDecodable(job, type_, exc) from exc
+            raise ResultNotDecodable(app.view(record, imports=False),
+                                     task.hints.get("return", Any), exc) from exc
     if record.status == "cancelled":
         raise JobWasCancelled(app.view(record, imports=imports))
     raise JobFailed(app.view(record, imports=imports))
