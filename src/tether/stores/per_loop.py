@@ -66,6 +66,11 @@ class ClosableProducer(AsyncProducer, Protocol):
     def close(self) -> None: ...
 
 
+#: Guards every store's producer slot: taken once per async call, held only to look the
+#: producer up (or make one), so one lock for all stores costs nothing and allocates nothing.
+_CACHE_LOCK = threading.Lock()
+
+
 class ProducerCache:
     """Mixin of a store: its one async producer (``_new_producer``'s), made on first use and
     again once closed; ``_close_aio`` (from ``Store.close()``) closes it. Kept in the
@@ -75,7 +80,7 @@ class ProducerCache:
         raise NotImplementedError
 
     def async_producer(self) -> AsyncProducer:
-        with self.__dict__.setdefault("_aio_lock", threading.Lock()):
+        with _CACHE_LOCK:
             producer: ClosableProducer | None = self.__dict__.get("_aio_producer")
             if producer is None or producer.closed:
                 producer = self._new_producer()
