@@ -118,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="address for --metrics-port (0.0.0.0 to let Prometheus scrape it)")
     p.add_argument("--burst", action="store_true",
                    help="run until no job is due, then exit (0 also when jobs failed, like "
-                        "rq --burst; see --strict)")
+                        "rq --burst; see --strict); enqueues no periodic ticks")
     p.add_argument("--strict", action="store_true",
                    help="with --burst: exit 1 when a job it ran ended failed (dead-lettered)")
 
