@@ -1,6 +1,6 @@
 """An instrumented worker for the heartbeat scenario: ``python -m bench.hbworker N WINDOW K``.
 
-A real :class:`tether.worker.worker.Worker` (the one ``tether worker`` runs) in this process,
+A real :class:`tether._worker.worker.Worker` (the one ``tether worker`` runs) in this process,
 with two counters on its heartbeat thread only:
 
 * ``calls``: ``Store.heartbeat`` calls and the mean gap between them (the heartbeater's own

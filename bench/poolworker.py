@@ -1,7 +1,7 @@
 """An instrumented process-pool worker for the pool scenario:
 ``python -m bench.poolworker CONCURRENCY PROBES``.
 
-The real :class:`tether.worker.worker.Worker` with ``pool="process"`` (what ``tether worker
+The real :class:`tether._worker.worker.Worker` with ``pool="process"`` (what ``tether worker
 --pool process`` runs), in this process, with two probes appending ``what job attempt time``
 lines to PROBES:
 
@@ -19,8 +19,8 @@ import sys
 import time
 from typing import Any
 
-from tether.events import Event
-from tether.worker import procpool
+from tether._events import Event
+from tether._worker import procpool
 
 
 def _probe(path: str, what: str, job: int | None, attempt: int | None) -> None:

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import ROOT
-from tether.stores.base import Store
+from tether.stores._contract import Store
 
 
 class WorkerProc:
-    """``python -m tether.cli.main worker bench.apps:app -c N`` with an isolated URL."""
+    """``python -m tether._cli.main worker bench.apps:app -c N`` with an isolated URL."""
 
     def __init__(self, url: str, concurrency: int, *, log_dir: str, lease_ttl: float = 30.0,
                  record: str | None = None, module: Sequence[str] | None = None,
@@ -29,7 +29,7 @@ class WorkerProc:
         if record:
             env["BENCH_RECORD"] = record
         argv = list(module) if module else [
-            "-m", "tether.cli.main", "--log-level", "WARNING", "worker", "bench.apps:app",
+            "-m", "tether._cli.main", "--log-level", "WARNING", "worker", "bench.apps:app",
             "-c", str(concurrency)]
         self.log_path = Path(log_dir) / f"worker-{time.time_ns()}.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in wait()/kill()

@@ -28,8 +28,8 @@ import psycopg
 from bench.apps import NOOP, make_app
 from bench.baseline import create_table
 from bench.common import PG_DSN, REDIS_URL
-from tether.stores.records import NewJob, Outcome
-from tether.stores.replay import new_request_id
+from tether.stores._records import NewJob, Outcome
+from tether.stores._replay import new_request_id
 
 
 def backend_cpu(pids: list[int]) -> float:
@@ -153,7 +153,7 @@ def hot(kind: str, rounds: int, cycles: int, batch: int = 10) -> None:
     import tempfile
 
     from tether.stores import open_store
-    from tether.stores.redis import _calls as redis_calls
+    from tether.stores._redis import calls as redis_calls
 
     need = 2 * (rounds + 1) * cycles * batch + 100  # SQLite: both variants share one file
     made: list[tuple[Any, str]] = []

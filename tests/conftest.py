@@ -10,7 +10,7 @@ import tether
 from tests.faults import FaultProxy
 from tests.servers import PG_DSN, REDIS_URL, STORE_KINDS, isolated_url, require_server
 from tether.stores import open_store
-from tether.stores.base import Store
+from tether.stores._contract import Store
 
 
 @pytest.fixture(params=STORE_KINDS)

@@ -20,7 +20,7 @@ from tests.contract.aioloop import run_unblocked
 from tests.faults import FaultProxy
 from tests.servers import isolated_url
 from tether.stores import open_store
-from tether.stores.base import NewJob, Outcome, Store
+from tether.stores._contract import NewJob, Outcome, Store
 
 pytestmark = pytest.mark.timeout(120)
 LATENCY = 0.4
@@ -96,7 +96,7 @@ def test_every_app_async_method_leaves_the_loop_free(
     timeout, cancelled job, an outage (StoreUnavailable after the retries), and a waiter
     cancelled by its caller."""
     import tether
-    from tether.errors import StoreUnavailable
+    from tether._errors import StoreUnavailable
 
     with isolated_url(kind, tmp_path) as url:
         direct = open_store(url)
@@ -163,7 +163,7 @@ def test_sqlite_store_calls_of_the_async_api_run_off_the_loop(
     import threading
 
     import tether
-    from tether.stores.sqlite.store import SQLiteStore
+    from tether.stores._sqlite.store import SQLiteStore
 
     seen: dict[str, set[int]] = {}
 

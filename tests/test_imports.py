@@ -125,13 +125,13 @@ def test_the_walk_sees_imports_and_finds_a_cycle() -> None:
 
 def test_no_import_cycles_in_tether() -> None:
     graph = import_graph()
-    assert "tether.app" in graph and "tether.worker.worker" in graph["tether.app"]
+    assert "tether._app" in graph and "tether._worker.worker" in graph["tether._app"]
     found = cycles(graph)
     assert found == [], "import cycles: " + "; ".join(" -> ".join(c) for c in found)
 
 
-@pytest.mark.parametrize("module", ["tether.task", "tether.worker.worker", "tether.app",
-                                    "tether.worker.child", "tether.jobview"])
+@pytest.mark.parametrize("module", ["tether._task", "tether._worker.worker", "tether._app",
+                                    "tether._worker.child", "tether._jobview"])
 def test_each_entry_module_imports_first(module: str) -> None:
     """Importing any of them first, in a fresh interpreter, works (no half-initialised
     module met on the way)."""

@@ -3,7 +3,7 @@
 Import time is most of a worker's start (``python -X importtime``): these tests pin that the
 modules a worker needs do not drag in what it does not: pydantic (~60 ms; the codec looks it
 up only once the program imported it) and OpenTelemetry's metrics SDK, which redis-py 8 imports
-for an annotation (~60 ms; see tether.stores.redis). Each check runs in a fresh interpreter.
+for an annotation (~60 ms; see tether.stores._redis). Each check runs in a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _loaded(code: str) -> dict[str, object]:
 def test_a_worker_with_its_store_imports_neither_pydantic_nor_the_otel_sdk(store: str) -> None:
     loaded = _loaded(f"""
         import json, sys
-        import tether.cli.main, tether.cli.run, tether.stores.{store}.store
+        import tether._cli.main, tether._cli.run, tether.stores._{store}.store
         print(json.dumps({{"pydantic": "pydantic" in sys.modules,
                           "sdk": "opentelemetry.sdk.metrics" in sys.modules}}))
     """)
@@ -38,7 +38,7 @@ def test_pydantic_models_still_travel_once_the_program_imported_pydantic() -> No
     pytest.importorskip("pydantic")
     loaded = _loaded("""
         import json
-        from tether.codec import JSONCodec
+        from tether._codec import JSONCodec
         codec = JSONCodec()  # made before pydantic is imported, as the default codec is
         from pydantic import BaseModel
 
@@ -57,7 +57,7 @@ def test_redis_py_is_whole_after_the_import_without_the_sdk() -> None:
     loaded = _loaded("""
         import json, sys
         from importlib.util import find_spec
-        import tether.stores.redis.store
+        import tether.stores._redis.store
         import redis
         from redis.observability import providers
         installed = find_spec("opentelemetry.sdk") is not None

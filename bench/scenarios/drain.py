@@ -1,7 +1,7 @@
 """Scenario 2, drain: N pending no-op jobs, ONE real ``tether worker`` subprocess.
 
 Per run: a fresh isolated store, N jobs loaded with ``enqueue_many`` (chunks of 10,000), then
-``python -m tether.cli.main worker bench.apps:app -c C`` is started and the harness polls until
+``python -m tether._cli.main worker bench.apps:app -c C`` is started and the harness polls until
 no job is pending or running. Two rates per run:
 
 * ``from spawn``: N / (all done - process spawn); includes interpreter start and imports;

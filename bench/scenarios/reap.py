@@ -7,7 +7,7 @@ PostgreSQL ``INSERT ... SELECT generate_series`` into the bench schema's ``jobs`
 ANALYZE``, as autovacuum would after such an insert, and for a large history a ``CHECKPOINT``: old
 history is on disk, not dirty in shared_buffers), SQLite a recursive-CTE insert (then ``ANALYZE``
 and a WAL checkpoint), Redis pipelined ``HSET`` + ``ZADD`` following the key layout in
-``tether/stores/redis/store.py``. Each run then adds E fresh running jobs whose leases expired an
+``tether/stores/_redis/store.py``. Each run then adds E fresh running jobs whose leases expired an
 hour ago (owner ``bench-ghost``), times one ``reap_expired(limit=max(E, 10000))`` that must take all
 E back, and one ``claim`` of 100 (the reaped jobs are due again, so it gets 100).
 """

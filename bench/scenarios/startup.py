@@ -1,7 +1,7 @@
 """Worker start to first job: a job already queued, then ``tether worker`` is spawned.
 
 Per run: a fresh isolated store holding one queued ``bench.record`` job, then
-``python -m tether.cli.main worker bench.apps:app`` (the defaults, ``-c 10``) is started. The
+``python -m tether._cli.main worker bench.apps:app`` (the defaults, ``-c 10``) is started. The
 figure is the handler's ``time.time()`` at entry minus the harness's ``time.time()`` just before
 the process was spawned: interpreter start, imports (the app, the CLI, the store driver),
 store connections, registration and the first claim. Issue #10's target: under 0.5 s.

@@ -4,11 +4,11 @@ A job held by a worker that dies is recovered within ``lease_ttl + stall_grace +
 worker that lost its claim can never again change that job. See docs/guarantees.md.
 """
 
-from tether.app import App
-from tether.backoff import Backoff
-from tether.codec import Codec, JSONCodec
-from tether.context import JobContext, current_job
-from tether.errors import (
+from tether._app import App
+from tether._backoff import Backoff
+from tether._codec import Codec, JSONCodec
+from tether._context import JobContext, current_job
+from tether._errors import (
     ConfigError,
     Fail,
     Interrupted,
@@ -27,11 +27,11 @@ from tether.errors import (
     StoreUnavailable,
     TetherError,
 )
-from tether.events import Event
-from tether.jobid import JobId
-from tether.jobview import Job
-from tether.task import Task
-from tether.version import __version__
+from tether._events import Event
+from tether._jobid import JobId
+from tether._jobview import Job
+from tether._task import Task
+from tether._version import __version__
 
 __all__ = [
     "App",

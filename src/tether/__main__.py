@@ -2,6 +2,6 @@
 
 import sys
 
-from tether.cli.main import main
+from tether._cli.main import main
 
 sys.exit(main())

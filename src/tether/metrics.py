@@ -22,13 +22,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from tether import clock
-from tether.errors import StoreError
-from tether.stores.base import STATUSES, JobFilter, Store
+from tether import _clock as clock
+from tether._errors import StoreError
+from tether.stores._contract import STATUSES, JobFilter, Store
 
 if TYPE_CHECKING:
-    from tether.app import App
-    from tether.events import Event
+    from tether._app import App
+    from tether._events import Event
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
                     600, 1800, 3600)

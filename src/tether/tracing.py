@@ -35,9 +35,9 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from tether import payload
-from tether.context import current_job
-from tether.errors import (
+from tether import _payload as payload
+from tether._context import current_job
+from tether._errors import (
     Fail,
     JobCancelled,
     LeaseInterrupted,
@@ -45,11 +45,11 @@ from tether.errors import (
     ShuttingDown,
     TetherError,
 )
-from tether.stores.base import NewJob
+from tether.stores._contract import NewJob
 
 if TYPE_CHECKING:
-    from tether.app import App
-    from tether.task import Task
+    from tether._app import App
+    from tether._task import Task
 
 SCOPE = "tether"
 _MARK = "_tether_traced"
@@ -72,7 +72,7 @@ def _outcome(exc: BaseException, will_retry: bool) -> str:
 class Tracing:
     def __init__(self, app: App, tracer_provider: trace.TracerProvider | None,
                  parent: bool) -> None:
-        from tether.version import __version__
+        from tether._version import __version__
 
         self.app = app
         self.parent = parent

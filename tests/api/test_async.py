@@ -17,7 +17,7 @@ import pytest
 
 import tether
 from tests.worker.helpers import running
-from tether.errors import StoreUnavailable
+from tether._errors import StoreUnavailable
 
 pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]

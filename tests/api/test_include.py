@@ -38,7 +38,7 @@ def test_a_worker_runs_tasks_of_included_modules(
     log = tmp_path / "worker.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.cli.main", "worker", "tests.api.proj.core:app",
+            [sys.executable, "-m", "tether._cli.main", "worker", "tests.api.proj.core:app",
              "-c", "1", "--pool", pool],
             cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
             env=dict(os.environ, TETHER_URL=store_url, PYTHONUNBUFFERED="1"))
@@ -97,7 +97,7 @@ def test_the_worker_command_reports_a_broken_include(store_url: str, tmp_path: P
     (tmp_path / "brokenproj.py").write_text(
         "import tether\napp = tether.App(include=['tests.api.proj.broken'])\n")
     result = subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "worker", "brokenproj:app"],
+        [sys.executable, "-m", "tether._cli.main", "worker", "brokenproj:app"],
         cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
         env=dict(os.environ, TETHER_URL=store_url, PYTHONPATH=str(ROOT)))
     assert result.returncode == 2, result.stdout + result.stderr
@@ -107,7 +107,7 @@ def test_the_worker_command_reports_a_broken_include(store_url: str, tmp_path: P
 def test_a_broken_include_does_not_break_reading_jobs(store_url: str) -> None:
     app = tether.App(store_url, include=["tests.api.proj.broken"])
     try:
-        job_id = app.enqueue_jobs([tether.task.make_new_job("proj.double", (2,), {})])[0]
+        job_id = app.enqueue_jobs([tether._task.make_new_job("proj.double", (2,), {})])[0]
         assert app.get_job(job_id).args == [2]  # plain JSON; the worker reports the include
     finally:
         app.close()
@@ -182,7 +182,7 @@ def test_a_broken_include_is_never_retried_on_the_event_loop(
     async def main() -> int:
         try:
             job_id = (await app.aenqueue_jobs(
-                [tether.task.make_new_job("proj.double", (2,), {})]))[0]
+                [tether._task.make_new_job("proj.double", (2,), {})]))[0]
             for _ in range(3):
                 assert (await app.aget_job(job_id)).args == [2]
             assert await app.acancel(job_id) == "cancelled"

@@ -11,7 +11,7 @@ import pytest
 
 import tether
 from tests.worker.helpers import running, wait_until
-from tether.stores.records import Job as JobRecord
+from tether.stores._records import Job as JobRecord
 
 pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]
@@ -72,6 +72,6 @@ def test_a_job_of_a_task_the_app_does_not_know_shows_plain_json(make_app: MakeAp
 
 
 def test_the_public_job_is_the_view() -> None:
-    assert tether.Job is tether.jobview.Job
+    assert tether.Job is tether._jobview.Job
     assert "Job" in tether.__all__ and "JobId" in tether.__all__
     assert tether.JobId(5) == 5 and f"{tether.JobId(5)}" == "5" and str(tether.JobId(5)) == "5"

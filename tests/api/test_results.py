@@ -105,7 +105,7 @@ def test_a_waiter_is_woken_by_the_finish_not_by_its_next_poll(
     """The job finishes while the waiter blocks in ``wait_for_finish``; the waiter's own
     re-read interval is made 60 s, so a return within the test's timeout can only be the
     store's wake-up (a notification; SQLite's 50 ms status poll)."""
-    from tether import results
+    from tether import _results as results
 
     monkeypatch.setattr(results, "WAKE_EVERY", 60.0)
     app = make_app()

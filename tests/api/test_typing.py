@@ -43,7 +43,7 @@ def test_wait_is_typed_by_the_task_result(mypy_output: dict[str, list[str]]) -> 
     revealed = [re.sub(r"^\d+: note: Revealed type is ", "", line)
                 for line in mypy_output["ok"] if "Revealed type" in line]
     assert revealed == [
-        '"tether.jobid.JobId[int]"',  # add.enqueue(1, 2)
+        '"tether._jobid.JobId[int]"',  # add.enqueue(1, 2)
         '"int"',                      # app.wait(add.enqueue(1, 2))
         '"list[float]"',              # an async task: what its coroutine returns
         '"Any"',                      # app.wait(7): a plain int says nothing

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tether.cli.main import main
+from tether._cli.main import main
+from tether._task import make_new_job
 from tether.stores import open_store
-from tether.stores.base import Outcome
-from tether.task import make_new_job
+from tether.stores._contract import Outcome
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,7 +98,7 @@ def test_bad_input_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_unreachable_postgres_is_one_line_and_exit_3() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "stats", "--url",
+        [sys.executable, "-m", "tether._cli.main", "stats", "--url",
          "postgresql://postgres@127.0.0.1:1/test"],
         capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 3, result.stderr
@@ -107,7 +107,7 @@ def test_unreachable_postgres_is_one_line_and_exit_3() -> None:
 
 
 def test_help_lists_every_command() -> None:
-    result = subprocess.run([sys.executable, "-m", "tether.cli.main", "--help"],
+    result = subprocess.run([sys.executable, "-m", "tether._cli.main", "--help"],
                             capture_output=True, text=True, timeout=60, check=False)
     for command in ("worker", "reaper", "enqueue", "jobs", "job", "dlq", "stats", "migrate",
                     "demo"):
@@ -119,7 +119,7 @@ def test_help_lists_every_command() -> None:
 def test_demo_holds_every_invariant(tmp_path: Path) -> None:
     """The README's main job: three real workers, a SIGKILL and a SIGSTOP, nothing lost."""
     result = subprocess.run(
-        [sys.executable, "-m", "tether.cli.main", "demo", "--jobs", "80", "--lease-ttl", "2"],
+        [sys.executable, "-m", "tether._cli.main", "demo", "--jobs", "80", "--lease-ttl", "2"],
         capture_output=True, text=True, timeout=110, cwd=tmp_path, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "every invariant held" in result.stdout

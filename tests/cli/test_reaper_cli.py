@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tether.stores import open_store
-from tether.stores.base import NewJob
+from tether.stores._contract import NewJob
 
 
 @pytest.mark.crash
@@ -23,7 +23,7 @@ def test_standalone_reaper_reaps_and_releases_leadership(store_url: str) -> None
         ids = store.enqueue([NewJob("t"), NewJob("t")])
         store.claim("dead-worker", ["default"], 2, 1.0)  # nobody will renew these
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tether.cli.main", "reaper", "--url", store_url,
+            [sys.executable, "-m", "tether._cli.main", "reaper", "--url", store_url,
              "--lease-ttl", "2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tether.errors import StoreUnavailable
-from tether.stores.base import Job, Lease, NewJob, Store
+from tether._errors import StoreUnavailable
+from tether.stores._contract import Job, Lease, NewJob, Store
 
 R = TypeVar("R")
 

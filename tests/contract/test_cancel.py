@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.contract.helpers import at, enqueue_one, must_get, running_job
-from tether.errors import JobNotFound
-from tether.stores.base import Outcome, Store
+from tether._errors import JobNotFound
+from tether.stores._contract import Outcome, Store
 
 
 def test_cancel_pending_job_at_once(store: Store, t0: float) -> None:

@@ -17,7 +17,7 @@ from tests.contract.helpers import (
     run_concurrently,
     transient,
 )
-from tether.stores.base import Job, Outcome, Store
+from tether.stores._contract import Job, Outcome, Store
 
 
 def test_claim_returns_empty_when_nothing_is_due(store: Store, t0: float) -> None:

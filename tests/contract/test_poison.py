@@ -2,7 +2,7 @@
 
 NUL, lone surrogates (a non-UTF-8 file name from ``os.listdir``), emoji and very long strings
 must never make a store raise a driver error, kill a worker or block a queue. Error text is
-stored cleaned (``tether.text.clean_error``), identically everywhere; JSON text fields carry
+stored cleaned (``tether._text.clean_error``), identically everywhere; JSON text fields carry
 what JSON text can carry exactly, and a lone surrogate in them is refused with TypeError.
 """
 
@@ -14,9 +14,9 @@ import pytest
 
 from tests.conftest import POISON
 from tests.contract.helpers import TTL, claim_one, errors_of, fresh_queue, must_get, running_job
-from tether import payload
-from tether.stores.base import NewJob, Outcome, Store
-from tether.text import clean_error
+from tether import _payload as payload
+from tether._text import clean_error
+from tether.stores._contract import NewJob, Outcome, Store
 
 
 def _encodable(text: str) -> bool:

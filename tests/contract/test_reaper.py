@@ -16,7 +16,7 @@ from tests.contract.helpers import (
     running_job,
     transient,
 )
-from tether.stores.base import REAPED_ERROR, Job, Outcome, Reaped, Store
+from tether.stores._contract import REAPED_ERROR, Job, Outcome, Reaped, Store
 
 
 def test_only_leases_past_the_grace_are_reaped(store: Store, t0: float) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.contract.helpers import at, claim_one, enqueue_one, must_get, running_job
-from tether.stores.base import Job, Outcome, RetryResult, Store
+from tether.stores._contract import Job, Outcome, RetryResult, Store
 
 
 def _failed(store: Store, now: float, ttl: float = 10, **fields: object) -> Job:

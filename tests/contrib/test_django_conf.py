@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from tether.cli.main import build_parser
+from tether._cli.main import build_parser
 from tether.contrib.django.conf import SettingsError, postgres_url, read, same_database
 
 PG = {"ENGINE": "django.db.backends.postgresql", "NAME": "shop", "USER": "app",

@@ -23,9 +23,9 @@ def test_mypy_types_the_django_helpers(tmp_path: Path) -> None:
     lines = [line.split(".py:", 1)[1] for line in result.stdout.splitlines()
              if SAMPLE.name in line]
     assert lines == [
-        '18: note: Revealed type is "tether.jobid.JobId[int] | None"',
-        '19: note: Revealed type is "tether.jobid.JobId[int] | None"',
-        '20: note: Revealed type is "list[tether.jobid.JobId[int]] | None"',
+        '18: note: Revealed type is "tether._jobid.JobId[int] | None"',
+        '19: note: Revealed type is "tether._jobid.JobId[int] | None"',
+        '20: note: Revealed type is "list[tether._jobid.JobId[int]] | None"',
         '21: error: Argument 2 to "enqueue" has incompatible type "str"; expected "int"  '
         '[arg-type]',
         '21: error: Argument 3 to "enqueue" has incompatible type "str"; expected "int"  '

@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import tether
-from tether.events import Event
+from tether._events import Event
 
 app = tether.App(
     lease_ttl=float(os.environ.get("TETHER_TEST_LEASE_TTL", "2.0")),

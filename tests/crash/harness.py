@@ -18,9 +18,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tether.config import Settings, make_settings
-from tether.stores.base import Job, Store
-from tether.task import make_new_job
+from tether._config import Settings, make_settings
+from tether._task import make_new_job
+from tether.stores._contract import Job, Store
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.crash.apps:app"
@@ -172,7 +172,7 @@ class Cluster:
         }
         with open(log, "wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "tether.cli.main", *argv],
+                [sys.executable, "-m", "tether._cli.main", *argv],
                 cwd=REPO, env=full_env, stdout=out, stderr=subprocess.STDOUT,
             )
         worker = Worker(proc, log, name)

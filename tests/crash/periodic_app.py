@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import tether
-from tether.events import Event
+from tether._events import Event
 
 app = tether.App(
     lease_ttl=float(os.environ.get("TETHER_TEST_LEASE_TTL", "2.0")),

@@ -19,8 +19,8 @@ import time
 import pytest
 
 from tests.crash.harness import Cluster, all_in, enqueue, wait_for
-from tether.stores.base import Store
-from tether.worker.ahead import HAND_BACK_AFTER
+from tether._worker.ahead import HAND_BACK_AFTER
+from tether.stores._contract import Store
 
 LONG = 10.0
 SLOTS = 4

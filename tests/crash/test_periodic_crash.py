@@ -42,10 +42,10 @@ from typing import Any
 import pytest
 
 from tests.crash.harness import Cluster, Worker, pid_of, wait_for
-from tether.maintenance.leadership import split_holder
-from tether.maintenance.maintainer import SCHEDULE_ELECTION
-from tether.periodic import tick_of
-from tether.stores.base import Job, Store
+from tether._maintenance.leadership import split_holder
+from tether._maintenance.maintainer import SCHEDULE_ELECTION
+from tether._periodic import tick_of
+from tether.stores._contract import Job, Store
 
 APP = "tests.crash.periodic_app:app"
 CHAOS = 25.0  # seconds of kills and pauses

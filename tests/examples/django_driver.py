@@ -29,9 +29,9 @@ from django.test import Client  # noqa: E402
 from shop.models import Order  # type: ignore[import-not-found]  # noqa: E402
 from shop.tasks import send_receipt  # type: ignore[import-not-found]  # noqa: E402
 
-from tether.context import JobContext, bind, unbind  # noqa: E402
+from tether._context import JobContext, bind, unbind  # noqa: E402
+from tether._errors import LeaseLost  # noqa: E402
 from tether.contrib.django import atomic_job, enqueue, get_app, get_config, holder, mode, producing  # noqa: E402  # noqa: E402
-from tether.errors import LeaseLost  # noqa: E402
 
 
 def requests() -> dict[str, object]:

@@ -23,7 +23,7 @@ from tests.crash.harness import wait_for
 from tests.examples.conftest import EXAMPLES, PYTHON, example_env, stop
 from tests.servers import PG_DSN, isolated_url
 from tether.stores import open_store
-from tether.stores.base import Store
+from tether.stores._contract import Store
 
 SHOP = EXAMPLES / "django_app"
 DRIVER = Path(__file__).with_name("django_driver.py")

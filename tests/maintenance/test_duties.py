@@ -16,12 +16,12 @@ from contextlib import contextmanager
 
 import pytest
 
-from tether.config import Settings, make_settings
-from tether.events import Events
-from tether.maintenance import maintainer as maintainer_module
-from tether.maintenance.leadership import split_holder
-from tether.maintenance.maintainer import ELECTION, PRUNE_ELECTION, Maintainer
-from tether.stores.base import Leadership, NewJob, Store
+from tether._config import Settings, make_settings
+from tether._events import Events
+from tether._maintenance import maintainer as maintainer_module
+from tether._maintenance.leadership import split_holder
+from tether._maintenance.maintainer import ELECTION, PRUNE_ELECTION, Maintainer
+from tether.stores._contract import Leadership, NewJob, Store
 
 pytestmark = pytest.mark.timeout(60)
 

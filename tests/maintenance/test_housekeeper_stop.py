@@ -8,10 +8,10 @@ from __future__ import annotations
 import threading
 import uuid
 
-from tether.config import make_settings
-from tether.events import Events
-from tether.maintenance.maintainer import Maintainer
-from tether.stores.memory import MemoryStore
+from tether._config import make_settings
+from tether._events import Events
+from tether._maintenance.maintainer import Maintainer
+from tether.stores._memory import MemoryStore
 
 
 class SlowHousekeeping(MemoryStore):

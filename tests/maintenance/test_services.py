@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from tether.config import make_settings
-from tether.errors import StoreUnavailable
-from tether.events import Event, Events
-from tether.maintenance.leadership import LeaderElector
-from tether.maintenance.maintainer import Maintainer
-from tether.maintenance.pruner import Pruner
-from tether.maintenance.reaper import Reaper
-from tether.stores.base import NewJob, Outcome, Store
+from tether._config import make_settings
+from tether._errors import StoreUnavailable
+from tether._events import Event, Events
+from tether._maintenance.leadership import LeaderElector
+from tether._maintenance.maintainer import Maintainer
+from tether._maintenance.pruner import Pruner
+from tether._maintenance.reaper import Reaper
+from tether.stores._contract import NewJob, Outcome, Store
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tether.errors import ConfigError, SchemaError, StoreError
+from tether._errors import ConfigError, SchemaError, StoreError
 from tether.stores import open_store
-from tether.stores.base import AsyncProducer, NewJob, Outcome, Store
-from tether.stores.memory import MemoryStore
+from tether.stores._contract import AsyncProducer, NewJob, Outcome, Store
+from tether.stores._memory import MemoryStore
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import pytest
 
 from tests.ops.conftest import ROOT, run_cli
 from tests.servers import require_server
+from tether._task import make_new_job
 from tether.stores import open_store
-from tether.task import make_new_job
 
 APP = "tests.ops.apps:app"
 CASES: list[tuple[int, list[str]]] = [

@@ -12,10 +12,10 @@ import pytest
 
 import tether
 from tests.ops.conftest import run_cli
-from tether.cli.main import build_parser, main
+from tether._cli.main import build_parser, main
+from tether._task import make_new_job
 from tether.stores import open_store
-from tether.stores.base import Outcome, WorkerInfo
-from tether.task import make_new_job
+from tether.stores._contract import Outcome, WorkerInfo
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -12,10 +12,10 @@ pytest.importorskip("starlette")
 
 from starlette.testclient import TestClient
 
-from tether.dashboard.app import create_app
+from tether._task import make_new_job
+from tether.dashboard._app import create_app
 from tether.stores import open_store
-from tether.stores.base import Outcome, Store, WorkerInfo
-from tether.task import make_new_job
+from tether.stores._contract import Outcome, Store, WorkerInfo
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

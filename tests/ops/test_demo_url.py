@@ -8,9 +8,9 @@ import pytest
 
 from tests.ops.conftest import run_cli
 from tests.servers import isolated_url
+from tether._task import make_new_job
 from tether.stores import open_store
-from tether.stores.base import WorkerInfo
-from tether.task import make_new_job
+from tether.stores._contract import WorkerInfo
 
 
 @pytest.mark.crash

@@ -14,7 +14,7 @@ import pytest
 import tether
 from tests.ops.conftest import Spawn
 from tests.worker.helpers import running, wait_until
-from tether import logs
+from tether import _logs as logs
 
 FAST = tether.Backoff(base=0.05, factor=1.0, max=0.05, jitter=0.0)
 

@@ -20,7 +20,8 @@ from opentelemetry.trace import SpanKind
 
 import tether
 from tests.worker.helpers import running, wait_until
-from tether import payload, tracing
+from tether import _payload as payload
+from tether import tracing
 
 FAST = tether.Backoff(base=0.05, factor=1.0, max=0.05, jitter=0.0)
 

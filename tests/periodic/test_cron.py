@@ -1,4 +1,4 @@
-"""The cron parser and the DST rule of tether.cron (issue #12)."""
+"""The cron parser and the DST rule of tether._cron (issue #12)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tether.cron import Cron, CronError
+from tether._cron import Cron, CronError
 
 NY = ZoneInfo("America/New_York")
 PARIS = ZoneInfo("Europe/Paris")

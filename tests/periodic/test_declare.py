@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from tether import App, ConfigError, payload
-from tether.context import JobContext
-from tether.periodic import Schedule, schedules_of, tick_of, unique_key
-from tether.stores.base import Job
+from tether import App, ConfigError
+from tether import _payload as payload
+from tether._context import JobContext
+from tether._periodic import Schedule, schedules_of, tick_of, unique_key
+from tether.stores._contract import Job
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from collections.abc import Callable
 import pytest
 
 from tests.faults import FaultProxy
-from tether.errors import StoreUnavailable
+from tether._errors import StoreUnavailable
 from tether.stores import open_store
-from tether.stores.base import NewJob, Store
+from tether.stores._contract import NewJob, Store
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.crash.harness import REPO, wait_for
-from tether.periodic import tick_of
+from tether._periodic import tick_of
 from tether.stores import open_store
 
 
@@ -22,7 +22,7 @@ def test_standalone_reaper_enqueues_scheduled_jobs(store_url: str, tmp_path: Pat
     store = open_store(store_url)
     store.migrate()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tether.cli.main", "reaper", "tests.crash.periodic_app:app"],
+        [sys.executable, "-m", "tether._cli.main", "reaper", "tests.crash.periodic_app:app"],
         cwd=REPO, env={**os.environ, "TETHER_URL": store_url, "TETHER_TEST_DIR": str(tmp_path)},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:

@@ -14,14 +14,14 @@ import pytest
 import tether
 from tests.servers import IN_PROCESS_KINDS
 from tests.worker.helpers import running, wait_until
-from tether.config import make_settings
-from tether.context import current_job
-from tether.errors import StoreUnavailable
-from tether.events import Event, Events
-from tether.maintenance.maintainer import SCHEDULE_ELECTION, Maintainer
-from tether.maintenance.scheduler import MAX_CATCH_UP, ON_TIME, Scheduler
-from tether.periodic import CatchUp, Schedule, schedules_of, tick_of
-from tether.stores.base import NewJob, Outcome, Store
+from tether._config import make_settings
+from tether._context import current_job
+from tether._errors import StoreUnavailable
+from tether._events import Event, Events
+from tether._maintenance.maintainer import SCHEDULE_ELECTION, Maintainer
+from tether._maintenance.scheduler import MAX_CATCH_UP, ON_TIME, Scheduler
+from tether._periodic import CatchUp, Schedule, schedules_of, tick_of
+from tether.stores._contract import NewJob, Outcome, Store
 
 pytestmark = pytest.mark.timeout(90)
 

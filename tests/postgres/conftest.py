@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from tests.servers import PG_DSN, isolated_url
-from tether.stores.postgres.store import PostgresStore
+from tether.stores._postgres.store import PostgresStore
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tether.stores.base import NewJob, Outcome
-from tether.stores.postgres.store import PostgresStore
+from tether.stores._contract import NewJob, Outcome
+from tether.stores._postgres.store import PostgresStore
 
 pytestmark = pytest.mark.slow
 

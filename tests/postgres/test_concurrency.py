@@ -6,8 +6,8 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from tether.stores.base import Job, NewJob, Reaped
-from tether.stores.postgres.store import PostgresStore
+from tether.stores._contract import Job, NewJob, Reaped
+from tether.stores._postgres.store import PostgresStore
 
 T = TypeVar("T")
 

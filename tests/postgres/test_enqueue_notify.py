@@ -20,8 +20,8 @@ import pytest
 import tether
 from tests.servers import PG_DSN
 from tests.worker.helpers import wait_until
-from tether.stores.base import NewJob
-from tether.stores.postgres.store import PostgresStore
+from tether.stores._contract import NewJob
+from tether.stores._postgres.store import PostgresStore
 
 MARK = "--marker--"
 
@@ -108,7 +108,7 @@ def test_the_key_is_given_up_after_the_linger(
     pg: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker busy for longer than JOBS_LINGER lets enqueues skip NOTIFY again."""
-    from tether.stores.postgres import listen
+    from tether.stores._postgres import listen
 
     monkeypatch.setattr(listen, "JOBS_LINGER", 0.2)
     while pg.wait_for_jobs(["q"], 0.1):

@@ -16,10 +16,10 @@ import psycopg
 import pytest
 
 from tests.servers import PG_DSN
-from tether import limits
-from tether.errors import SchemaError, StoreError, StoreUnavailable
-from tether.stores.base import Lease, NewJob, Outcome, WorkerInfo
-from tether.stores.postgres.store import PostgresStore
+from tether import _limits as limits
+from tether._errors import SchemaError, StoreError, StoreUnavailable
+from tether.stores._contract import Lease, NewJob, Outcome, WorkerInfo
+from tether.stores._postgres.store import PostgresStore
 
 
 def test_a_read_only_node_is_unavailable_for_every_write(scratch_db: str) -> None:

@@ -18,8 +18,8 @@ import psycopg
 import pytest
 
 from tests.servers import isolated_url
-from tether.stores.base import Lease, NewJob
-from tether.stores.postgres.store import PostgresStore
+from tether.stores._contract import Lease, NewJob
+from tether.stores._postgres.store import PostgresStore
 
 BULK = 1_000_000
 _PARAM = re.compile(r"%\((\w+)\)s")

@@ -11,8 +11,8 @@ import psycopg
 
 from tests.contract.aioloop import run_unblocked
 from tests.servers import PG_DSN
-from tether.stores.base import NewJob, Outcome
-from tether.stores.postgres.store import PostgresStore
+from tether.stores._contract import NewJob, Outcome
+from tether.stores._postgres.store import PostgresStore
 
 
 def test_a_batch_past_the_payload_limit_notifies_any(pg: PostgresStore) -> None:

@@ -13,9 +13,9 @@ import psycopg
 import pytest
 
 from tests.servers import PG_DSN, isolated_url
-from tether.stores.base import NewJob, Outcome
-from tether.stores.postgres.statements import for_schema
-from tether.stores.postgres.store import PostgresStore
+from tether.stores._contract import NewJob, Outcome
+from tether.stores._postgres.statements import for_schema
+from tether.stores._postgres.store import PostgresStore
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import psycopg
 
-from tether.stores.base import NewJob
-from tether.stores.postgres.store import PostgresStore
+from tether.stores._contract import NewJob
+from tether.stores._postgres.store import PostgresStore
 
 
 def _wait_in_thread(

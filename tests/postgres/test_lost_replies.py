@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.faults import FaultProxy
-from tether.errors import StoreUnavailable
-from tether.stores.base import NewJob, Outcome
-from tether.stores.postgres.store import PostgresStore
+from tether._errors import StoreUnavailable
+from tether.stores._contract import NewJob, Outcome
+from tether.stores._postgres.store import PostgresStore
 
 
 @pytest.fixture

@@ -10,12 +10,12 @@ import psycopg
 import pytest
 
 from tests.servers import PG_DSN
-from tether.errors import ConfigError, SchemaError, StoreUnavailable
+from tether._errors import ConfigError, SchemaError, StoreUnavailable
 from tether.stores import open_store
-from tether.stores.base import Outcome, Store
-from tether.stores.postgres.migrate import MIGRATIONS_PACKAGE, latest_version
-from tether.stores.postgres.store import PostgresStore
-from tether.stores.queries import read
+from tether.stores._contract import Outcome, Store
+from tether.stores._postgres.schema import MIGRATIONS_PACKAGE, latest_version
+from tether.stores._postgres.store import PostgresStore
+from tether.stores._queries import read
 
 
 def test_satisfies_the_protocol(pg: PostgresStore) -> None:

@@ -11,9 +11,9 @@ import psycopg
 import pytest
 
 from tests.faults import FaultProxy
-from tether.errors import StoreUnavailable
-from tether.stores.base import NewJob
-from tether.stores.postgres.store import PostgresStore
+from tether._errors import StoreUnavailable
+from tether.stores._contract import NewJob
+from tether.stores._postgres.store import PostgresStore
 
 R = TypeVar("R")
 

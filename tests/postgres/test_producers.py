@@ -13,9 +13,9 @@ import psycopg
 import pytest
 
 from tests.servers import PG_DSN
-from tether.errors import StoreUnavailable
-from tether.stores.base import NewJob
-from tether.stores.postgres.store import PostgresStore
+from tether._errors import StoreUnavailable
+from tether.stores._contract import NewJob
+from tether.stores._postgres.store import PostgresStore
 
 
 def _epoch(conn: psycopg.Connection[Any], expr: str) -> float:

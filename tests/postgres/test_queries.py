@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tether.stores.postgres.store import QUERIES
+from tether.stores._postgres.store import QUERIES
 
 _BARE = re.compile(r"%(?!\(\w+\)s|%)")
 

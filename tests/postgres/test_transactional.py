@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from tests.servers import PG_DSN
-from tether.stores.base import Lease, NewJob, Outcome
-from tether.stores.postgres.store import PostgresStore
+from tether.stores._contract import Lease, NewJob, Outcome
+from tether.stores._postgres.store import PostgresStore
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ from urllib.parse import quote
 import pytest
 
 from tests.servers import PG_DSN
-from tether.errors import ConfigError, TetherError
+from tether._errors import ConfigError, TetherError
 from tether.stores import open_store
-from tether.stores.postgres.store import PostgresStore
-from tether.stores.urls import redact, take_param
+from tether.stores._postgres.store import PostgresStore
+from tether.stores._urls import redact, take_param
 
 SECRET = "s3cr3t-pw-x"
 

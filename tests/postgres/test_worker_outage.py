@@ -21,9 +21,9 @@ import tether
 from tests.faults import FaultProxy
 from tests.servers import PG_DSN
 from tests.worker.helpers import wait_until
-from tether.errors import StoreUnavailable
-from tether.stores.postgres.store import PostgresStore
-from tether.worker.worker import Worker
+from tether._errors import StoreUnavailable
+from tether._worker.worker import Worker
+from tether.stores._postgres.store import PostgresStore
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -108,7 +108,7 @@ def test_a_10s_outage_loses_nothing_and_workers_resume_at_once(
                            what="the worker to wait for jobs")
             proxy.refuse(OUTAGE)
             # Work arrives while the workers are cut off (the test's store is not).
-            waiting = [pg.enqueue([tether.stores.base.NewJob("quick", payload="[[7], {}]")])[0]
+            waiting = [pg.enqueue([tether.stores._contract.NewJob("quick", payload="[[7], {}]")])[0]
                        for _ in range(3)]
             released.set()  # the held handlers finish during the outage
             while proxy.refusing:
@@ -171,14 +171,14 @@ def test_a_lost_finish_reply_is_not_a_lost_lease(
 ) -> None:
     proxy = fault_proxy("postgres")
     app = _app(proxy.url(pg.url), poll_interval=0.2)
-    lost: list[tether.events.Event] = []
+    lost: list[tether._events.Event] = []
     app.on("lease_lost", lost.append)
 
     @app.task(name="quick")
     def quick(n: int) -> int:
         return n
 
-    done_events: list[tether.events.Event] = []
+    done_events: list[tether._events.Event] = []
     app.on("completed", done_events.append)
     try:
         with worker_running(app, concurrency=1) as (worker, codes):

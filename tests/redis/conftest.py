@@ -12,7 +12,7 @@ import redis
 from tests.faults import FaultProxy
 from tests.redis.own_server import OwnRedis
 from tests.servers import REDIS_URL, isolated_url
-from tether.stores.redis.store import RedisStore
+from tether.stores._redis.store import RedisStore
 
 
 @pytest.fixture

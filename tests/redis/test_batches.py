@@ -1,6 +1,6 @@
 """Atomic batches (issue #8, E): ``enqueue`` writes a whole batch or none of it.
 
-Two layers keep it so: the store checks the whole batch with ``tether.limits.check_jobs``
+Two layers keep it so: the store checks the whole batch with ``tether._limits.check_jobs``
 before any write, and the Lua script itself checks every job before its first write (Redis
 never rolls a script back: a script that fails half-way leaves its earlier writes behind).
 """
@@ -11,9 +11,9 @@ import pytest
 import redis
 
 from tests.redis.conftest import keys_under
-from tether.errors import StoreError
-from tether.stores.base import NewJob
-from tether.stores.redis.store import RedisStore
+from tether._errors import StoreError
+from tether.stores._contract import NewJob
+from tether.stores._redis.store import RedisStore
 
 BAD_FOR_LUA = {
     "run_at nan": NewJob("bad", run_at=float("nan")),
@@ -46,7 +46,7 @@ def test_the_script_alone_is_all_or_nothing(
     case: str,
 ) -> None:
     """With the Python check switched off, the Lua script still refuses the batch whole."""
-    import tether.stores.redis.store as module
+    import tether.stores._redis.store as module
 
     if hasattr(module, "limits"):  # (the code before the fix had no check to switch off)
         monkeypatch.setattr(module.limits, "check_jobs", lambda jobs: None)

@@ -18,8 +18,8 @@ import pytest
 
 from tests.contract.helpers import transient
 from tests.redis.own_server import OwnRedis
-from tether.stores.base import NewJob, Outcome
-from tether.stores.redis.store import RedisStore
+from tether.stores._contract import NewJob, Outcome
+from tether.stores._redis.store import RedisStore
 
 pytestmark = pytest.mark.timeout(60)
 LOGGER = "tether.store.redis"
@@ -92,7 +92,7 @@ def test_data_loss_is_logged_by_every_store_and_shown_in_stats(
 
         # And tether stats says so, in a fresh process that never saw the old data.
         stats = subprocess.run(
-            [sys.executable, "-m", "tether.cli.main", "stats", "--url",
+            [sys.executable, "-m", "tether._cli.main", "stats", "--url",
              f"{own_redis.url}?prefix=app", "--json"],
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip

@@ -11,9 +11,9 @@ import pytest
 import redis
 
 from tests.redis.own_server import OwnRedis
-from tether.errors import StoreError, StoreUnavailable
-from tether.stores.base import Lease, NewJob, Outcome, WorkerInfo
-from tether.stores.redis.store import RedisStore
+from tether._errors import StoreError, StoreUnavailable
+from tether.stores._contract import Lease, NewJob, Outcome, WorkerInfo
+from tether.stores._redis.store import RedisStore
 
 
 def test_text_no_driver_can_encode_is_a_store_error_not_a_unicode_error(

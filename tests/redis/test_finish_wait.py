@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import redis
 
-from tether.stores.base import NewJob, Outcome
-from tether.stores.redis.store import RedisStore
+from tether.stores._contract import NewJob, Outcome
+from tether.stores._redis.store import RedisStore
 
 
 def test_the_done_channel_is_subscribed_only_while_someone_waits(

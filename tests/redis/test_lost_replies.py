@@ -16,9 +16,9 @@ import pytest
 
 from tests.contract.helpers import transient
 from tests.faults import FaultProxy
-from tether.errors import StoreUnavailable
-from tether.stores.base import Lease, NewJob, Outcome
-from tether.stores.redis.store import RedisStore
+from tether._errors import StoreUnavailable
+from tether.stores._contract import Lease, NewJob, Outcome
+from tether.stores._redis.store import RedisStore
 
 Proxied = tuple[RedisStore, FaultProxy]
 pytestmark = pytest.mark.timeout(60)

@@ -12,10 +12,10 @@ import redis
 
 from tests.redis.conftest import keys_under
 from tests.servers import isolated_url
-from tether.errors import SchemaError, StoreUnavailable
+from tether._errors import SchemaError, StoreUnavailable
 from tether.stores import open_store
-from tether.stores.base import Lease, NewJob, Outcome, Store, WorkerInfo
-from tether.stores.redis.store import RedisStore
+from tether.stores._contract import Lease, NewJob, Outcome, Store, WorkerInfo
+from tether.stores._redis.store import RedisStore
 
 # Every key the store may create, relative to its prefix (see the store module docstring).
 LAYOUT = re.compile(
@@ -175,7 +175,8 @@ def test_heartbeat_refreshes_the_workers_last_seen(rstore: RedisStore) -> None:
 
 
 def test_every_script_opens_with_a_comment() -> None:
-    files = [f for f in resources.files("tether.stores.redis").iterdir() if f.name.endswith(".lua")]
+    package = resources.files("tether.stores._redis")
+    files = [f for f in package.iterdir() if f.name.endswith(".lua")]
     assert len(files) >= 16
     for f in files:
         assert f.read_text(encoding="utf-8").startswith("-- "), f.name

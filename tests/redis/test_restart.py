@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tether.errors import StoreUnavailable
-from tether.stores.base import NewJob, Outcome
-from tether.stores.redis.store import RedisStore
+from tether._errors import StoreUnavailable
+from tether.stores._contract import NewJob, Outcome
+from tether.stores._redis.store import RedisStore
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")
 

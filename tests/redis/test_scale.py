@@ -7,8 +7,8 @@ import time
 import pytest
 import redis
 
-from tether.stores.base import NewJob, Outcome
-from tether.stores.redis.store import RedisStore
+from tether.stores._contract import NewJob, Outcome
+from tether.stores._redis.store import RedisStore
 
 
 def _lfu(raw: redis.Redis) -> bool:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from tether.errors import ConfigError
+from tether._errors import ConfigError
 from tether.stores import open_store
-from tether.stores.redis.store import RedisStore
-from tether.stores.urls import redact
+from tether.stores._redis.store import RedisStore
+from tether.stores._urls import redact
 
 SECRET = "s3cr3t-pw"
 

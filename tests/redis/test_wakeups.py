@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from tether.stores.base import NewJob, Outcome
-from tether.stores.redis.store import RedisStore
+from tether.stores._contract import NewJob, Outcome
+from tether.stores._redis.store import RedisStore
 
 Result = dict[str, float | bool]
 

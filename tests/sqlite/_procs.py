@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.stores.base import Outcome
-from tether.stores.sqlite.store import SQLiteStore
+from tether.stores._contract import Outcome
+from tether.stores._sqlite.store import SQLiteStore
 
 
 def drain(url: str, owner: str, barrier: Any, results: Any) -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.stores.sqlite.store import SQLiteStore
+from tether.stores._sqlite.store import SQLiteStore
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from tests.sqlite import _procs
-from tether.errors import StoreUnavailable
-from tether.stores.base import NewJob, Outcome
-from tether.stores.sqlite.store import SCHEMA_VERSION, SQLiteStore
+from tether._errors import StoreUnavailable
+from tether.stores._contract import NewJob, Outcome
+from tether.stores._sqlite.store import SCHEMA_VERSION, SQLiteStore
 
 N_JOBS = 600
 

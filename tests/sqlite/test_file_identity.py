@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tether.errors import StoreGone
-from tether.stores.base import NewJob
-from tether.stores.sqlite.store import SQLiteStore
+from tether._errors import StoreGone
+from tether.stores._contract import NewJob
+from tether.stores._sqlite.store import SQLiteStore
 
 
 def _remove(path: Path) -> None:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tether.stores.base import NewJob, Outcome
-from tether.stores.sqlite.store import SQLiteStore
-from tether.text import clean_error
+from tether._text import clean_error
+from tether.stores._contract import NewJob, Outcome
+from tether.stores._sqlite.store import SQLiteStore
 
 POISON_ERRORS = [
     "nul \x00 in the middle",

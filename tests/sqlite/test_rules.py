@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tether.errors import ConfigError
-from tether.stores.base import Lease, NewJob, Outcome, RetryResult
-from tether.stores.sqlite.store import SQLiteStore
+from tether._errors import ConfigError
+from tether.stores._contract import Lease, NewJob, Outcome, RetryResult
+from tether.stores._sqlite.store import SQLiteStore
 
 
 def test_dead_letter_retry_reports_a_unique_key_conflict(sqlite_store: SQLiteStore) -> None:

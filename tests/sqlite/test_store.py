@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tether.errors import ConfigError, SchemaError, StoreError, StoreUnavailable
+from tether._errors import ConfigError, SchemaError, StoreError, StoreUnavailable
 from tether.stores import open_store
-from tether.stores.base import NewJob, Outcome, Store
-from tether.stores.sqlite._db import map_error
-from tether.stores.sqlite._rows import Q
-from tether.stores.sqlite._url import parse_url
-from tether.stores.sqlite.store import SCHEMA_VERSION, SQLiteStore
+from tether.stores._contract import NewJob, Outcome, Store
+from tether.stores._sqlite.connection import map_error
+from tether.stores._sqlite.rows import Q
+from tether.stores._sqlite.store import SCHEMA_VERSION, SQLiteStore
+from tether.stores._sqlite.url import parse_url
 
 
 def test_satisfies_the_store_protocol(db_url: str) -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tether.errors import SchemaError
-from tether.stores.base import NewJob, Outcome
-from tether.stores.sqlite._rows import SCHEMA_STEPS
-from tether.stores.sqlite.store import SCHEMA_VERSION, SQLiteStore
+from tether._errors import SchemaError
+from tether.stores._contract import NewJob, Outcome
+from tether.stores._sqlite.rows import SCHEMA_STEPS
+from tether.stores._sqlite.store import SCHEMA_VERSION, SQLiteStore
 
 
 def _make_v1_file(path: Path) -> None:

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.sqlite import _procs
-from tether.errors import StoreUnavailable
-from tether.stores.base import Lease, NewJob, Outcome
-from tether.stores.sqlite.store import SQLiteStore
+from tether._errors import StoreUnavailable
+from tether.stores._contract import Lease, NewJob, Outcome
+from tether.stores._sqlite.store import SQLiteStore
 
 BUSY = 0.5
 

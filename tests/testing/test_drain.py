@@ -1,4 +1,4 @@
-"""``tether.testing.drain``: the real worker, in-process, until no job is due."""
+"""``tether.testing._drain``: the real worker, in-process, until no job is due."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import tether
 from tests.servers import IN_PROCESS_KINDS, isolated_url
 from tests.testing.apps import Recorder, make_app
-from tether.errors import ConfigError
+from tether._errors import ConfigError
 from tether.testing import DrainFailed, drain
 
 Made = tuple[tether.App, dict[str, tether.Task], Recorder]
@@ -120,7 +120,7 @@ def test_max_jobs_claims_nothing_ahead(made: Made) -> None:
 
 
 def test_a_burst_counting_claims_refuses_a_worker_that_claims_ahead(made: Made) -> None:
-    from tether.worker.burst import run_burst
+    from tether._worker.burst import run_burst
 
     app, _, _ = made
     with pytest.raises(ValueError, match="claim_ahead=False"):
@@ -131,7 +131,7 @@ def test_a_burst_counting_claims_refuses_a_worker_that_claims_ahead(made: Made) 
 def test_a_burst_refuses_a_worker_that_schedules_periodic_ticks(made: Made) -> None:
     """A tick the burst's own scheduler enqueued could keep it from ever being idle: a burst
     takes only a worker built with ``schedules=False`` (which campaigns for no schedule)."""
-    from tether.worker.burst import run_burst
+    from tether._worker.burst import run_burst
 
     app, _, _ = made
 

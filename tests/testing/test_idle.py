@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import tether
-from tether.stores.base import NewJob, Store
-from tether.worker.burst import is_idle
+from tether._worker.burst import is_idle
+from tether.stores._contract import NewJob, Store
 
 
 class ClaimsMidway:
@@ -80,8 +80,8 @@ def test_idle_when_nothing_is_due_or_held(app: tether.App) -> None:
 def test_a_burst_stops_once_whatever_asks(app: tether.App) -> None:
     """Two triggers (idle, max_jobs) must not make the second SIGTERM, which would hand the
     running jobs' leases back."""
-    from tether.worker.burst import Stopper
-    from tether.worker.shutdown import Phase
+    from tether._worker.burst import Stopper
+    from tether._worker.shutdown import Phase
 
     worker = app.worker(concurrency=1, maintenance=False)
     try:

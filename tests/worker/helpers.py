@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import tether
-from tether.worker.worker import Worker
+from tether._worker.worker import Worker
 
 
 def wait_until(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import tether
-from tether.errors import ConfigError
-from tether.payload import decode_call
+from tether._errors import ConfigError
+from tether._payload import decode_call
 
 
 def app_at(tmp_path: Path, **options: object) -> tether.App:

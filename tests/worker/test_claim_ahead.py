@@ -10,11 +10,11 @@ from typing import Any, cast
 
 import tether
 from tests.worker.helpers import running, wait_until
-from tether.context import JobContext
-from tether.stores.base import Job, Store
-from tether.worker.ahead import HORIZON, ClaimAhead
-from tether.worker.completer import Completer
-from tether.worker.registry import Registry, Running
+from tether._context import JobContext
+from tether._worker.ahead import HORIZON, ClaimAhead
+from tether._worker.completer import Completer
+from tether._worker.registry import Registry, Running
+from tether.stores._contract import Job, Store
 
 
 def _entry(job_id: int) -> Running:

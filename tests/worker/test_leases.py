@@ -13,8 +13,8 @@ import pytest
 
 import tether
 from tests.worker.helpers import running, status, wait_until
-from tether.errors import StoreUnavailable
-from tether.stores.base import HeartbeatResult, Lease
+from tether._errors import StoreUnavailable
+from tether.stores._contract import HeartbeatResult, Lease
 
 pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]

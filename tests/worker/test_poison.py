@@ -17,10 +17,10 @@ import pytest
 
 import tether
 from tests.worker.helpers import running, status, wait_until
-from tether.errors import StoreError, StoreGone, StoreUnavailable
-from tether.events import Event
-from tether.stores.base import NewJob
-from tether.worker.worker import Worker
+from tether._errors import StoreError, StoreGone, StoreUnavailable
+from tether._events import Event
+from tether._worker.worker import Worker
+from tether.stores._contract import NewJob
 
 pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]

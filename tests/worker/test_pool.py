@@ -12,11 +12,11 @@ import pytest
 import tether
 from tests.worker.helpers import running, wait_until
 from tests.worker.pool_tasks import register
-from tether import payload
-from tether.cli.main import build_parser
-from tether.events import Event
-from tether.worker.appspec import derive_spec
-from tether.worker.poolconfig import CHILD_ENV, make_pool_config
+from tether import _payload as payload
+from tether._cli.main import build_parser
+from tether._events import Event
+from tether._worker.appspec import derive_spec
+from tether._worker.poolconfig import CHILD_ENV, make_pool_config
 
 pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]

@@ -16,8 +16,8 @@ import pytest
 import tether
 from tests.worker.helpers import running, wait_until
 from tests.worker.pool_tasks import register, starts
-from tether.events import Event
-from tether.worker import sendahead
+from tether._events import Event
+from tether._worker import sendahead
 
 pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from tether.stores.base import Job
-from tether.worker import wire
+from tether._worker import wire
+from tether.stores._contract import Job
 
 
 def job(job_id: int, payload: str, checkpoint: str | None = None) -> Job:

@@ -27,10 +27,10 @@ import pytest
 import tether
 from tests.faults import FaultProxy
 from tests.worker.helpers import running, status, wait_until
-from tether.errors import StoreUnavailable
+from tether._errors import StoreUnavailable
+from tether._worker.worker import Worker
 from tether.stores import open_store
-from tether.stores.base import Store
-from tether.worker.worker import Worker
+from tether.stores._contract import Store
 
 pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]

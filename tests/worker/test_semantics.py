@@ -18,8 +18,8 @@ import pytest
 
 import tether
 from tests.worker.helpers import running, status, wait_until
-from tether.errors import ConfigError
-from tether.events import Event
+from tether._errors import ConfigError
+from tether._events import Event
 
 pytestmark = pytest.mark.timeout(120)
 MakeApp = Callable[..., tether.App]

@@ -15,7 +15,7 @@ import pytest
 
 SCRIPT = textwrap.dedent("""
     import logging, os, signal, sys
-    from tether.worker.shutdown import Phase, Shutdown
+    from tether._worker.shutdown import Phase, Shutdown
 
     sd = Shutdown()
     restore = sd.install()

@@ -11,7 +11,7 @@ import pytest
 import tether
 from tests.servers import PG_DSN, isolated_url
 from tests.worker.helpers import running, status, wait_until
-from tether.errors import ConfigError
+from tether._errors import ConfigError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -106,5 +106,5 @@ def test_stale_transaction_rolls_back_everything(pg_app: tuple[tether.App, str])
 def test_transaction_needs_a_transactional_store(tmp_path: object) -> None:
     app = tether.App(f"sqlite:///{tmp_path}/t.db")  # type: ignore[str-bytes-safe]
     with pytest.raises(ConfigError, match="transaction"):
-        app.enqueue_jobs([tether.task.make_new_job("t", [], {})], conn=object())
+        app.enqueue_jobs([tether._task.make_new_job("t", [], {})], conn=object())
     app.close()

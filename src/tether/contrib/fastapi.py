@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Request
 
-from tether.app import App
+from tether._app import App
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from tether.errors import ConfigError
-from tether.stores.base import Store
-from tether.stores.urls import redact
+from tether._errors import ConfigError
+from tether.stores._contract import Store
+from tether.stores._urls import redact
 
 DEFAULT_URL = "sqlite:///tether.db"
 
@@ -23,12 +23,12 @@ def open_store(url: str, **options: Any) -> Store:
     """Open the store a URL names. Extra options go to the store's constructor."""
     scheme = urlsplit(url).scheme.lower()
     if scheme == "sqlite":
-        from tether.stores.sqlite.store import SQLiteStore
+        from tether.stores._sqlite.store import SQLiteStore
 
         return SQLiteStore(url, **options)
     if scheme in ("postgresql", "postgres"):
         try:
-            from tether.stores.postgres.store import PostgresStore
+            from tether.stores._postgres.store import PostgresStore
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ConfigError(
                 f"{redact(url)!r} needs the PostgreSQL driver: "
@@ -37,14 +37,14 @@ def open_store(url: str, **options: Any) -> Store:
         return PostgresStore(url, **options)
     if scheme in ("redis", "rediss"):
         try:
-            from tether.stores.redis.store import RedisStore
+            from tether.stores._redis.store import RedisStore
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ConfigError(
                 f"{redact(url)!r} needs the Redis client: pip install 'tether[redis]' ({exc})"
             ) from exc
         return RedisStore(url, **options)
     if scheme == "memory":
-        from tether.stores.memory.store import MemoryStore
+        from tether.stores._memory.store import MemoryStore
 
         return MemoryStore(url, **options)
     raise ConfigError(

@@ -3,6 +3,6 @@
 ``tether_app`` fixture. Importing this package does not import pytest.
 """
 
-from tether.testing.drain import DrainedJob, DrainFailed, drain
+from tether.testing._drain import DrainedJob, DrainFailed, drain
 
 __all__ = ["DrainFailed", "DrainedJob", "drain"]

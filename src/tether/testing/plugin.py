@@ -4,7 +4,7 @@ store for each test.
 Invariant: a test never touches the app's real store. ``tether_app`` closes the app's store,
 points the app at a store made for this test alone (``memory://`` with a unique name, an
 SQLite file in the test's ``tmp_path``, or a schema / key prefix of its own on a PostgreSQL or
-Redis server, removed after the test: :mod:`tether.testing.fresh`) and puts the URL back
+Redis server, removed after the test: :mod:`tether.testing._fresh`) and puts the URL back
 afterwards. The app object and
 its tasks stay the same, so the test's code enqueues through the very tasks it imports.
 """
@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from tether.app import App
-from tether.errors import ConfigError
+from tether._app import App
+from tether._errors import ConfigError
+from tether._worker.appspec import load_app
 from tether.stores import open_store
-from tether.testing.drain import DrainedJob, drain
-from tether.testing.fresh import check_choice, fresh_url
-from tether.worker.appspec import load_app
+from tether.testing._drain import DrainedJob, drain
+from tether.testing._fresh import check_choice, fresh_url
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -88,7 +88,7 @@ def tether_app(tether_base_app: App, tether_store_url: str) -> Iterator[App]:
 
 @pytest.fixture
 def tether_drain(tether_app: App) -> Callable[..., list[DrainedJob]]:
-    """``tether_drain(**options)``: :func:`tether.testing.drain` of ``tether_app``."""
+    """``tether_drain(**options)``: :func:`tether.testing._drain` of ``tether_app``."""
 
     def run(**options: Any) -> list[DrainedJob]:
         return drain(tether_app, **options)

@@ -20,7 +20,7 @@ from tether.contrib.django.holder import get_app, get_config
 from tether.contrib.django.producing import enqueue, enqueue_many, enqueue_with, mode
 
 if TYPE_CHECKING:
-    from tether.app import App
+    from tether._app import App
 
     app: App
 

@@ -23,8 +23,8 @@ from django.db import close_old_connections
 if not apps.ready:
     django.setup()
 
+from tether._task import Task
 from tether.contrib.django.holder import get_app
-from tether.task import Task
 
 app = get_app()
 

@@ -17,11 +17,11 @@ from contextlib import contextmanager
 
 from django.db import connections, transaction
 
-from tether.context import current_job
+from tether._context import current_job
+from tether._errors import LeaseLost
 from tether.contrib.django.holder import get_app, get_config
 from tether.contrib.django.producing import mode
-from tether.errors import LeaseLost
-from tether.stores.base import Outcome
+from tether.stores._contract import Outcome
 
 
 @contextmanager

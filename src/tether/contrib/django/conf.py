@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from tether.stores.urls import take_param
+from tether.stores._urls import take_param
 
 #: How ``tether.contrib.django.enqueue`` joins a Django transaction (see docs/django.md).
 MODES = ("auto", "connection", "on_commit")

@@ -13,9 +13,9 @@ import threading
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from tether.app import App
+from tether._app import App
+from tether._errors import ConfigError
 from tether.contrib.django.conf import Config, SettingsError, read
-from tether.errors import ConfigError
 
 
 class _Made:

@@ -28,12 +28,12 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
 
-from tether.app import App
+from tether._app import App
+from tether._jobid import JobId
+from tether._task import OPTIONS, Task
 from tether.contrib.django.conf import is_postgres, same_database
 from tether.contrib.django.holder import get_config
-from tether.jobid import JobId
-from tether.stores.base import NewJob
-from tether.task import OPTIONS, Task
+from tether.stores._contract import NewJob
 
 log = logging.getLogger("tether.django")
 P = ParamSpec("P")

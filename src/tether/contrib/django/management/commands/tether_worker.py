@@ -13,8 +13,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from tether.cli.main import build_parser, run_parsed
-from tether.cli.run import cmd_worker
+from tether._cli.main import build_parser, run_parsed
+from tether._cli.run import cmd_worker
 
 SPEC = "tether.contrib.django.boot:app"
 #: ``tether worker`` arguments that make no sense here: the app is the project's.

@@ -1,0 +1,93 @@
+"""Steering commands: cancel, purge, pause, resume, and the health probe."""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+
+from tether._cli.common import alive, connect, target
+from tether._cli.render import dump_json
+from tether.stores._contract import JobStatus
+
+#: What ``purge`` deletes unless told otherwise: work nobody has started. Running jobs are never
+#: purged (their holder's lease stands; cancel them instead).
+PURGE_DEFAULT: tuple[JobStatus, ...] = ("pending",)
+PURGEABLE: tuple[JobStatus, ...] = ("pending", "done", "failed", "cancelled")
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    store = connect(target(args).url)
+    try:
+        result = store.cancel(args.id)
+    finally:
+        store.close()
+    text = {"cancelled": f"job {args.id} cancelled",
+            "requested": f"job {args.id} is running: cancellation requested (its handler is "
+                         "told at the next heartbeat)",
+            "finished": f"job {args.id} had already finished; nothing to cancel"}[result]
+    dump_json({"id": args.id, "result": result}) if args.json else print(text)
+    return 0
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    statuses: tuple[JobStatus, ...] = tuple(args.status) if args.status else PURGE_DEFAULT
+    store = connect(target(args).url)
+    try:
+        deleted = store.purge(args.queue, statuses)
+    finally:
+        store.close()
+    if args.json:
+        dump_json({"queue": args.queue, "statuses": list(statuses), "deleted": deleted})
+    else:
+        print(f"deleted {deleted} {'/'.join(statuses)} job(s) from queue {args.queue}")
+    return 0
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    store = connect(target(args).url)
+    try:
+        changed = store.pause_queue(args.queue) if args.paused else \
+            store.resume_queue(args.queue)
+    finally:
+        store.close()
+    state = "paused" if args.paused else "active"
+    if args.json:
+        dump_json({"queue": args.queue, "state": state, "changed": changed})
+    else:
+        note = "" if changed else f" (it already was {state})"
+        print(f"queue {args.queue} {state}{note}" + (
+            ": workers stop claiming from it within a few seconds; running jobs finish"
+            if args.paused and changed else ""))
+    return 0
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    """Exit 0 when the store answers (and, with --worker, when every queue has a live
+    worker); 1 when a queue has none; 3 when the store is unreachable or its schema is off."""
+    t = target(args)
+    store = connect(t.url)
+    try:
+        now = store.now()
+        workers = store.list_workers() if args.worker else []
+    finally:
+        store.close()
+    served: dict[str, int] = {}
+    if args.worker:
+        queues = args.queue or t.queues() or ["default"]
+        lease_ttl = args.lease_ttl or t.settings.lease_ttl
+        host = socket.gethostname() if args.local else None
+        live = [w for w in workers if alive(w, now, lease_ttl)
+                and (host is None or w.host == host)]
+        served = {q: sum(1 for w in live if q in w.queues) for q in queues}
+    idle = [q for q, n in served.items() if not n]
+    code = 1 if idle else 0
+    if args.json:
+        dump_json({"store": "ok", "queues": served, "healthy": code == 0})
+    elif idle:
+        print(f"unhealthy: no live worker{' on this host' if args.local else ''} serves "
+              f"queue(s) {', '.join(idle)}", file=sys.stderr)
+    else:
+        extra = "".join(f"; {q}: {n} live worker(s)" for q, n in served.items())
+        print(f"ok: store reachable{extra}")
+    return code

@@ -1,0 +1,140 @@
+"""Long-running commands: ``tether worker`` and ``tether reaper``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import uuid
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from tether import _limits as limits
+from tether._config import make_settings
+from tether._errors import ConfigError
+from tether._events import Events
+from tether._logs import configure, worker_banner
+from tether._maintenance.maintainer import Maintainer
+from tether._periodic import schedules_of
+from tether._worker.appspec import load_app
+from tether._worker.shutdown import Shutdown
+from tether.stores import DEFAULT_URL
+
+if TYPE_CHECKING:
+    from tether._worker.worker import Worker
+
+log = logging.getLogger("tether.cli")
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    spec = args.target_app or args.app or os.environ.get("TETHER_APP")
+    if not spec:
+        raise ConfigError("tether worker needs the app: tether worker MODULE:APP (or --app, "
+                          "or $TETHER_APP)")
+    if args.strict and not args.burst:  # refused before anything is opened or started
+        raise ConfigError("--strict only applies with --burst")
+    app = load_app(spec)
+    if args.url:
+        # Importing the app may have opened its own store (an enqueue at import time): close
+        # it, or the worker would claim from that store while heartbeating on --url's.
+        app.close()
+        app.url = args.url
+    if not args.log_format_given and not os.environ.get("TETHER_LOG_FORMAT") and \
+            app.settings.log_format:
+        configure(args.log_level, app.settings.log_format)
+    queues = [q.strip() for part in args.queues for q in part.split(",")] \
+        if args.queues else None
+    try:
+        for q in queues or ():
+            limits.check_text(q, "queue", limit=limits.MAX_NAME)
+    except ValueError as exc:
+        raise ConfigError(f"--queues: {exc}") from None
+    app.store.check_schema()
+    process = args.pool == "process"
+    worker = app.worker(concurrency=args.concurrency, queues=queues,
+                        maintenance=not args.no_maintenance, pool=args.pool,
+                        app_spec=spec if process else None,
+                        max_tasks_per_child=args.max_tasks_per_child,
+                        max_memory_per_child=args.max_memory_per_child,
+                        schedules=not args.burst)
+    message, fields = worker_banner(app, worker.id, list(worker.queues), args.concurrency,
+                                    "processes" if process else "threads")
+    log.info("%s", message, extra=fields)
+    stop_metrics = None
+    if args.metrics_port is not None:
+        try:
+            from tether.metrics import serve
+        except ImportError as exc:
+            raise ConfigError(f"--metrics-port needs the metrics extra: pip install "
+                              f"'tether[metrics]' ({exc})") from None
+
+        stop_metrics = serve(app, args.metrics_port, args.metrics_host)
+        log.info("metrics on http://%s:%d/metrics", args.metrics_host, args.metrics_port)
+    try:
+        code: int = run_burst_cli(worker, args.strict) if args.burst else worker.run()
+    finally:
+        if stop_metrics is not None:
+            stop_metrics()
+    return code
+
+
+def run_burst_cli(worker: Worker, strict: bool) -> int:
+    """``--burst``: work until nothing is due, say what ran, and exit 0 (1 with ``--strict``
+    when a job ended failed; 1 also when the worker itself failed)."""
+    from tether._worker.burst import run_burst, tally
+
+    result = run_burst(worker)
+    counts = tally(worker.store, result.ran, worker.queues)
+    later = counts.pop("left", 0)
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    log.info("burst done: ran %d job(s)%s; %d pending job(s) left in its queues (due later, "
+             "or in a paused queue)",
+             len(result.ran), f" ({parts})" if parts else "", later)
+    if result.exit_code != 0:
+        return result.exit_code
+    if strict and counts.get("failed"):
+        log.error("burst: %d job(s) failed (--strict); see tether dlq list", counts["failed"])
+        return 1
+    return 0
+
+
+def cmd_reaper(args: argparse.Namespace) -> int:
+    """A standalone maintainer with the app's settings; joins the same elections as the
+    workers' maintainers, and always reaps (even when the app disables reaping in workers
+    with ``reaper_interval=0``: that is what this process is for)."""
+    from tether._cli.common import connect
+
+    spec = args.target_app or getattr(args, "app", None) or os.environ.get("TETHER_APP")
+    app = None
+    if spec:
+        if args.lease_ttl is not None:
+            raise ConfigError("--lease-ttl is for running without an app; the app's settings "
+                              "give lease_ttl")
+        app = load_app(spec)
+        settings = app.settings
+        url = args.url or app.url
+    else:
+        settings = make_settings(**({} if args.lease_ttl is None else
+                                    {"lease_ttl": args.lease_ttl}))
+        url = args.url or os.environ.get("TETHER_URL") or DEFAULT_URL
+        log.warning("no MODULE:APP given: running with the default settings (retention, "
+                    "stall_grace, leader timing); give the app so they match the workers'")
+    if args.no_election:
+        settings = replace(settings, election=False)
+    store = connect(url)
+    holder = f"reaper:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    maintainer = Maintainer(store, holder, settings, app.events if app else Events(),
+                            schedules=schedules_of(app) if app else ())
+    shutdown = Shutdown(draining="stopping the reaper")
+    restore = shutdown.install()
+    maintainer.start()
+    log.info("reaper %s started (election %s)", holder, "on" if settings.election else "off")
+    try:
+        while not shutdown.stopping and maintainer.alive:
+            shutdown.changed.wait(0.5)
+    finally:
+        maintainer.stop()  # joins the loop, which releases leadership while the store is open
+        restore()
+        store.close()
+    return 0 if shutdown.stopping else 1

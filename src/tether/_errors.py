@@ -1,0 +1,147 @@
+"""Tether's exceptions.
+
+The tree::
+
+    TetherError
+    ├── ConfigError            a setting or URL is wrong; the message says what to change
+    ├── JobNotFound            no job has that id
+    ├── StoreError             the store failed
+    │   ├── StoreUnavailable   transient: connection refused/dropped, locked; safe to retry
+    │   ├── StoreGone          the store's data is gone under us (SQLite file deleted or
+    │   │                      replaced): a worker must stop, not carry on against nothing
+    │   └── SchemaError        schema missing, or newer than this tether knows
+    ├── LeaseLost              a fenced write was rejected: this worker no longer holds the job
+    ├── JobFailed              ``app.wait``: the job was dead-lettered
+    │   └── JobWasCancelled    ``app.wait``: the job was cancelled
+    ├── ResultNotDecodable     ``app.wait``: done, but the result is not of the annotated type
+                               (also a ``TypeError``)
+    └── Interrupted            raised inside a handler by ``check_cancelled()``
+        ├── JobCancelled       someone asked to cancel the job
+        ├── LeaseInterrupted   the lease was lost (reaped, timed out, store unreachable)
+        └── ShuttingDown       the worker was told to stop and the grace period ran out
+
+Handlers may raise ``Retry`` (retry after a given delay, counted as a failure) or
+``Fail`` (dead-letter now, no retry) to steer the outcome; neither is an error of tether's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether._jobview import Job
+
+
+class TetherError(Exception):
+    """Base of every error tether raises."""
+
+
+class ConfigError(TetherError, ValueError):
+    """A setting, option or URL is invalid."""
+
+
+class JobNotFound(TetherError, LookupError):
+    def __init__(self, job_id: int) -> None:
+        super().__init__(f"no job with id {job_id}")
+        self.job_id = job_id
+
+
+class StoreError(TetherError):
+    """The store failed."""
+
+
+class StoreUnavailable(StoreError):
+    """Transient trouble reaching the store; callers may retry with backoff."""
+
+
+class StoreGone(StoreError):
+    """The data this process was working on is gone (e.g. the SQLite file was deleted or
+    replaced under it). Retrying cannot help and carrying on would run jobs nobody sees."""
+
+
+class SchemaError(StoreError):
+    """The schema is missing or of a version this code does not know."""
+
+
+class LeaseLost(TetherError):
+    """A fenced write was rejected because this worker no longer holds the job's lease."""
+
+    def __init__(self, job_id: int, attempt: int, what: str = "write") -> None:
+        super().__init__(
+            f"{what} rejected: job {job_id} attempt {attempt} is no longer held by this worker"
+        )
+        self.job_id = job_id
+        self.attempt = attempt
+
+
+class JobFailed(TetherError):
+    """The job waited for did not succeed: it was dead-lettered (``failed``).
+
+    ``job`` is its view as read when the wait ended; ``reason`` its ``failure_reason``
+    (``error``, ``timeout``, ``stalled``, ``bad_arguments``...) and ``last_error`` the error
+    text of its last attempt.
+    """
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.job_id = job.id
+        self.reason = job.failure_reason
+        self.last_error = job.last_error
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        last = (self.last_error or "").strip().splitlines()
+        return (f"job {self.job.id} ({self.job.task}) failed after {self.job.attempt} "
+                f"attempt(s), reason {self.reason}: {last[0] if last else 'no error recorded'}")
+
+    def __reduce__(self) -> tuple[type, tuple[Job]]:
+        return (type(self), (self.job,))
+
+
+class JobWasCancelled(JobFailed):
+    """The job waited for was cancelled (``App.cancel``) before it could finish."""
+
+    def _message(self) -> str:
+        return f"job {self.job.id} ({self.job.task}) was cancelled"
+
+
+class ResultNotDecodable(TetherError, TypeError):
+    """The job is done, but its stored result does not decode as its task's return annotation
+    says (the handler returned something else, or the annotation changed since). ``wait``
+    promises a value of that type, so handing back the raw JSON would be a silent lie; ``job``
+    is the view (whose ``result`` is the plain JSON) and ``__cause__`` the codec's refusal."""
+
+    def __init__(self, job: Job, type_: Any, cause: BaseException) -> None:
+        self.job = job
+        self.job_id = job.id
+        name = getattr(type_, "__name__", None) or repr(type_)
+        super().__init__(f"job {job.id} ({job.task}) is done, but its result {job.result!r:.200}"
+                         f" does not decode as {name}: {type(cause).__name__}: {cause}")
+
+
+class Interrupted(TetherError):
+    """The running handler must stop; raised by ``current_job().check_cancelled()``."""
+
+
+class JobCancelled(Interrupted):
+    """Cancellation was requested with ``App.cancel``."""
+
+
+class LeaseInterrupted(Interrupted):
+    """The worker lost the job's lease; whatever the handler does next will be rejected."""
+
+
+class ShuttingDown(Interrupted):
+    """The worker is stopping and the drain period is over; the lease is handed back."""
+
+
+class Retry(Exception):
+    """Raise from a handler to retry after ``delay`` seconds (counts as a failure)."""
+
+    def __init__(self, reason: str = "retry requested", *, delay: float | None = None) -> None:
+        super().__init__(reason)
+        self.delay = delay
+
+
+class Fail(Exception):
+    """Raise from a handler to dead-letter the job now, without further attempts."""

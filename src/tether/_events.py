@@ -1,0 +1,82 @@
+"""Plain-callback events. A failing callback is logged and never reaches the worker.
+
+What each event's ``detail`` carries (logs, metrics and tracing subscribe to these, so the
+worker's threads never format or count anything themselves):
+
+* ``claimed``: ``task``, ``queue``.
+* ``completed``, ``retrying``, ``failed``, ``cancelled``, ``released`` (an outcome written by
+  the completer): ``task``, ``queue``, ``kind`` (the outcome), ``reason``, ``delay`` (the
+  retry delay, seconds) and ``error`` (first line, then the traceback) when there is one.
+* ``lease_lost``: ``task``, ``queue`` and ``why`` (heartbeat) or ``rejected`` (the outcome
+  kind the store refused).
+* ``stalled`` (the reaper): ``status`` (pending or failed), ``stall_count``. From the
+  completer (a process-pool child died running the attempt, and the job is due again): the
+  outcome fields above with ``kind`` ``stalled``; a stall that dead-letters is ``failed``.
+* Outcome events of a process-pool worker also carry ``child`` (the pid that ran the attempt).
+* ``child_exited`` (process pool): ``child`` (pid), ``status`` (exit code or signal), ``why``,
+  ``jobs`` (attempts it ran); with the job id and attempt when it died running one.
+* ``heartbeat``: ``rtt`` (seconds, the round trip of one batched renewal), ``leases``.
+* ``leadership_acquired`` / ``leadership_lost``: ``name``, ``term`` (and ``why`` when lost).
+* ``schedule_enqueued`` (job id set) / ``schedule_skipped`` (the maintenance leader, issue #12):
+  ``schedule``, ``task``, ``tick`` (epoch seconds), ``why`` (skipped: ``catch_up=none``,
+  ``catch_up=latest``, ``catch_up=all`` bound, ``start``) and ``missed`` (ticks passed over).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tether._errors import ConfigError
+
+log = logging.getLogger("tether.events")
+
+EVENTS = frozenset({
+    "claimed", "completed", "retrying", "failed", "stalled", "lease_lost", "cancelled",
+    "released", "leadership_acquired", "leadership_lost", "heartbeat", "child_exited",
+    "schedule_enqueued", "schedule_skipped",
+})
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    name: str
+    job_id: int | None = None
+    attempt: int | None = None
+    worker: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+Callback = Callable[[Event], object]
+
+
+class Events:
+    def __init__(self) -> None:
+        # Copied on subscribe, never mutated: emit (once per job per event) iterates without
+        # a copy or a lock.
+        self._subscribers: dict[str, tuple[Callback, ...]] = {}
+        self._lock = threading.Lock()
+        from tether._logs import JobLog
+
+        JobLog(self)  # every worker logs its jobs, however it was started (see tether._logs)
+
+    def on(self, name: str, callback: Callback) -> Callback:
+        if name not in EVENTS:
+            raise ConfigError(f"unknown event {name!r}; known: {', '.join(sorted(EVENTS))}")
+        with self._lock:
+            self._subscribers[name] = (*self._subscribers.get(name, ()), callback)
+        return callback
+
+    def emit(self, name: str, **kwargs: Any) -> None:
+        subscribers = self._subscribers.get(name)
+        if not subscribers:
+            return
+        event = Event(name, **kwargs)
+        for callback in subscribers:
+            try:
+                callback(event)
+            except Exception:
+                log.exception("event callback %r for %s failed", callback, name)

@@ -1,0 +1,263 @@
+"""The maintainer: runs the reaper (with store housekeeping) and the pruner, each under its own
+leadership unless election is off.
+
+Runs as a thread inside each worker (by default) or alone as ``tether reaper``.
+
+Invariants:
+
+* **One election per duty.** Reaping (election ``maintenance``) and pruning (election
+  ``maintenance:prune``) are led separately, and a maintainer only campaigns for the duties it
+  performs. So the documented set-up, workers with ``reaper_interval=0`` plus ``tether reaper``,
+  always has an able reaper in the lead: the workers' prune-only maintainers cannot win the
+  reaper's election and then not reap (which left a dead worker's jobs ``running`` forever).
+* **Periodic schedules** (issue #12) are a third duty with its own election
+  (``maintenance:schedule``), campaigned for only by maintainers that were given schedules;
+  ``scheduler.py`` holds its rules (the store dedups each tick).
+* **Settings are compared.** Each leader's holder string carries the settings its duty
+  depends on (``fingerprint.py``); every maintainer reads the current leaders
+  (``Store.leader_get``) and logs at ERROR, once per change of leader, when they disagree with
+  its own.
+* **It never dies of a store error**: every exception from one store call is logged and the
+  call retried later; ``StoreGone`` and its own bugs stop the worker that hosts it, because a
+  worker without its reaper would quietly break the recovery bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tether import _clock as clock
+from tether._config import Settings
+from tether._errors import StoreGone
+from tether._events import Events
+from tether._maintenance import fingerprint
+from tether._maintenance.leadership import LeaderElector, split_holder
+from tether._maintenance.pruner import Pruner
+from tether._maintenance.reaper import Reaper
+from tether._maintenance.scheduler import Scheduler
+from tether._periodic import Schedule
+from tether.stores._contract import Store
+
+log = logging.getLogger("tether.maintainer")
+ELECTION = "maintenance"  # the reaper's (the name predates per-duty elections)
+PRUNE_ELECTION = "maintenance:prune"
+SCHEDULE_ELECTION = "maintenance:schedule"
+HOUSEKEEPING_EVERY = 2.0  # a statistics read; the VACUUM it may start runs on its own thread
+CHECK_EVERY = 10.0  # how often the leaders' settings are compared with ours (two reads)
+#: The reaper's longest sleep when the settings disable it in workers (``reaper_interval=0``)
+#: but this maintainer reaps anyway (``tether reaper``).
+STANDALONE_REAP_EVERY = 5.0
+
+
+@dataclass(eq=False)
+class Duty:
+    name: str  # "reap", "prune" or "schedule"
+    election: str
+    keys: dict[str, str]
+    tag: str
+    elector: LeaderElector | None
+    next_election: float = 0.0
+    next_run: float = 0.0
+    failures: int = 0
+
+    @property
+    def acting(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+
+class Maintainer:
+    def __init__(
+        self,
+        store: Store,
+        holder: str,
+        settings: Settings,
+        events: Events,
+        *,
+        on_fatal: Callable[[BaseException], None] | None = None,
+        reap: bool = True,
+        schedules: Sequence[Schedule] = (),
+    ) -> None:
+        self.store = store
+        self.holder = holder
+        self.settings = settings
+        interval = settings.reap_every or min(STANDALONE_REAP_EVERY, settings.lease_ttl)
+        self.reaper = Reaper(store, events, stall_grace=settings.stall_grace,
+                             interval=interval) if reap else None
+        self.pruner = Pruner(store, {
+            "done": settings.retention_done, "failed": settings.retention_failed,
+            "cancelled": settings.retention_cancelled,
+        }) if settings.prune_interval > 0 else None
+        self.tags = {"reap": fingerprint.tag(settings, fingerprint.REAP_KEYS),
+                     "prune": fingerprint.tag(settings, fingerprint.PRUNE_KEYS)}
+        self.duties: list[Duty] = []
+        for name, election, keys, on in (
+            ("reap", ELECTION, fingerprint.REAP_KEYS, self.reaper is not None),
+            ("prune", PRUNE_ELECTION, fingerprint.PRUNE_KEYS, self.pruner is not None),
+        ):
+            if on:
+                elector = LeaderElector(
+                    store, election, holder, events, ttl=settings.leader_lease,
+                    retry=settings.leader_retry_every, tag=self.tags[name],
+                ) if settings.election else None
+                self.duties.append(Duty(name, election, keys, self.tags[name], elector))
+        self.scheduler = Scheduler(store, schedules, events, holder) if schedules else None
+        if self.scheduler is not None:
+            elector = LeaderElector(
+                store, SCHEDULE_ELECTION, holder, events, ttl=settings.leader_lease,
+                retry=settings.leader_retry_every) if settings.election else None
+            self.duties.append(Duty("schedule", SCHEDULE_ELECTION, {}, "", elector))
+        self._reported: dict[str, str] = {}  # election -> leader holder last reported
+        self._on_fatal = on_fatal
+        self._housekeeper: threading.Thread | None = None
+        self._next_house = self._next_reap = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self.run, name="tether-maintainer", daemon=True)
+
+    @property
+    def elector(self) -> LeaderElector | None:
+        """The reaper's elector (None without election or without reaping)."""
+        return next((d.elector for d in self.duties if d.name == "reap"), None)
+
+    @property
+    def acting(self) -> bool:
+        """True while this maintainer performs at least one of its duties."""
+        return any(d.acting for d in self.duties)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the loop and wait (within ``timeout`` in all) for it and for a housekeeping
+        run still going: the caller closes the store next, and an SQLite connection closed
+        while another thread uses it crashes the process."""
+        deadline = clock.monotonic() + timeout
+        self._stop.set()
+        for part in ("_thread", "_housekeeper"):  # the loop first: it may start a housekeeper
+            thread: threading.Thread | None = getattr(self, part)
+            if thread is not None and thread.is_alive() \
+                    and threading.current_thread() is not thread:
+                thread.join(max(0.0, deadline - clock.monotonic()))
+
+    def run(self) -> None:
+        """The loop; returns when stopped. Leadership is released on the way out."""
+        try:
+            self._loop()
+        except BaseException as exc:
+            if isinstance(exc, StoreGone):
+                log.error("maintenance stopped: the store's data is gone: %s", exc)
+            else:
+                log.critical("maintainer died", exc_info=True)
+            if self._on_fatal is None:
+                raise
+            self._on_fatal(exc)
+        finally:
+            for duty in self.duties:
+                if duty.elector is not None:
+                    duty.elector.release()
+
+    def housekeep(self) -> None:
+        """Start store housekeeping unless a run is still going; never blocks the reaper."""
+        if self._housekeeper is not None and self._housekeeper.is_alive():
+            return
+
+        def run() -> None:
+            try:
+                done = self.store.housekeeping()
+                if done:
+                    log.info("housekeeping: %s", done)
+            except Exception as exc:
+                log.warning("housekeeping failed: %s", exc)
+
+        self._housekeeper = threading.Thread(target=run, name="tether-housekeeping",
+                                             daemon=True)
+        self._housekeeper.start()
+
+    def _loop(self) -> None:
+        next_check = clock.monotonic()
+        while not self._stop.is_set():
+            now = clock.monotonic()
+            due: list[float] = []
+            for duty in self.duties:
+                if duty.elector is not None:
+                    if now >= duty.next_election:
+                        duty.next_election = now + duty.elector.run_once()
+                    due.append(duty.next_election)
+                if not duty.acting:
+                    duty.next_run = 0.0  # act at once on becoming leader
+                    if duty.name == "reap":
+                        self._next_reap = 0.0
+                    continue
+                if now >= duty.next_run:
+                    duty.next_run = clock.monotonic() + max(0.0, self._perform(duty))
+                due.append(duty.next_run)
+            if self.settings.election and now >= next_check:
+                next_check = now + CHECK_EVERY
+                self.check_settings()
+            wait = (min(due) - clock.monotonic()) if due else CHECK_EVERY
+            self._stop.wait(max(0.005, min(wait, next_check - clock.monotonic())))
+
+    def _perform(self, duty: Duty) -> float:
+        """Do one round of a duty; returns seconds until the next one."""
+        try:
+            if duty.name == "reap":
+                assert self.reaper is not None
+                now = clock.monotonic()
+                if now >= self._next_reap:
+                    self.reaper.run_once()
+                    self._next_reap = clock.monotonic() + self.reaper.next_wait()
+                if now >= self._next_house:
+                    self.housekeep()
+                    self._next_house = clock.monotonic() + HOUSEKEEPING_EVERY
+                wait = min(self._next_reap, self._next_house) - clock.monotonic()
+            elif duty.name == "schedule":
+                assert self.scheduler is not None
+                wait = self.scheduler.run_once()
+            else:
+                assert self.pruner is not None
+                self.pruner.run_once()
+                wait = self.settings.prune_interval
+        except StoreGone:
+            raise
+        except Exception as exc:
+            if duty.name == "reap":
+                self._next_reap = 0.0  # sweep again when the duty runs next, in a second
+            duty.failures += 1
+            (log.warning if duty.failures == 1 or duty.failures % 100 == 0 else log.debug)(
+                "maintenance (%s) failed (%s: %s); retrying", duty.name,
+                type(exc).__name__, exc)
+            return 1.0
+        duty.failures = 0
+        return wait
+
+    def check_settings(self) -> None:
+        """Compare the current leaders' settings with ours; report a disagreement once."""
+        for name, election, keys in (("reap", ELECTION, fingerprint.REAP_KEYS),
+                                     ("prune", PRUNE_ELECTION, fingerprint.PRUNE_KEYS)):
+            try:
+                lead = self.store.leader_get(election)
+            except StoreGone:
+                raise
+            except Exception as exc:
+                log.debug("could not read the leader of %s: %s", election, exc)
+                continue
+            if lead is None:
+                continue
+            holder, theirs = split_holder(lead.holder)
+            if holder == self.holder or not theirs:
+                continue
+            diff = fingerprint.differences(theirs, self.tags[name], keys)
+            if not diff:
+                self._reported.pop(election, None)
+            elif self._reported.get(election) != lead.holder:
+                self._reported[election] = lead.holder
+                log.error("maintenance settings disagree: %s leads %s (%s) with %s; this "
+                          "process (%s) has other values. Give every worker and `tether "
+                          "reaper` the same app (tether reaper MODULE:APP)", holder, name,
+                          election, "; ".join(diff), self.holder)

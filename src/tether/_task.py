@@ -1,0 +1,338 @@
+"""Tasks: a function plus how its jobs are queued, retried and bounded.
+
+``Task[P, R]`` keeps the function's parameters ``P`` and result ``R`` for the type checker:
+``enqueue`` takes exactly the function's arguments and returns a ``JobId[R]``, which
+``app.wait`` turns back into an ``R``. Arguments and results cross the store as JSON made by the
+app's codec (:mod:`tether._codec`), decoded in the worker by the function's annotations.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, Protocol, overload
+
+from tether import _payload as payload
+from tether._backoff import Backoff
+from tether._codec import Codec, JSONCodec, decodes_as_is, to_text, type_hints
+from tether._jobid import JobId
+from tether._newjob import OPTIONS, TaskOptions, check_options, make_new_job
+from tether.stores._contract import NewJob
+
+if TYPE_CHECKING:
+    from tether._app import App
+
+__all__ = ["OPTIONS", "BadArguments", "Enqueuer", "Task", "TaskDecorator", "TaskOptions",
+           "check_options", "make_new_job"]
+
+if TYPE_CHECKING:  # defaults (PEP 696): a bare ``Task`` is ``Task[..., Any]`` to mypy --strict
+    from typing_extensions import ParamSpec, TypeVar
+
+    P = ParamSpec("P", default=...)
+    R = TypeVar("R", default=Any)
+else:
+    P = typing.ParamSpec("P")
+    R = typing.TypeVar("R")
+
+
+class TaskDecorator(Protocol):
+    """What ``app.task(name=..., ...)`` returns: registers a function, keeping its types
+    (an ``async def`` task's result type is what its coroutine returns)."""
+
+    @overload
+    def __call__(self, func: Callable[P, Coroutine[Any, Any, R]], /) -> Task[P, R]: ...
+
+    @overload
+    def __call__(self, func: Callable[P, R], /) -> Task[P, R]: ...
+
+
+class BadArguments(TypeError):
+    """A job's stored arguments do not fit its task's function (not [args, kwargs], they do
+    not bind to its signature, or the codec cannot decode them as the annotations say).
+    Running the handler again cannot fix that, so the job is dead-lettered at once with
+    reason ``bad_arguments``."""
+
+
+class Task(Generic[P, R]):
+    """A registered function. Call it directly to run it inline; ``enqueue`` to queue it."""
+
+    def __init__(self, app: App, func: Callable[..., Any], options: TaskOptions) -> None:
+        check_options(options)
+        self.app = app
+        self.func = func
+        self.config = options
+        self.is_async = inspect.iscoroutinefunction(func)
+        self.__doc__ = func.__doc__
+        self.__name__ = getattr(func, "__name__", options.name)
+        try:
+            self._signature: inspect.Signature | None = inspect.signature(func)
+        except (TypeError, ValueError):  # some builtins have none: the call itself will tell
+            self._signature = None
+        named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        params = self._signature.parameters.values() if self._signature else ()
+        #: The function's parameters that a keyword can name.
+        self.params = frozenset(p.name for p in params if p.kind in named)
+        #: Enqueue options that are also parameter names of the function: ambiguous keywords.
+        self.shadowed = OPTIONS & self.params
+        self._hints: dict[str, Any] | None = None  # resolved on first use: forward refs
+        self._needs_decoding: bool | None = None
+        #: Call shapes (positional count, keyword names) known to bind: binding depends on
+        #: nothing else, and ``Signature.bind`` was a tenth of a no-op job's worker time.
+        self._fits: set[tuple[int, frozenset[str]]] = set()
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def options(self) -> Options[P, R]:
+        """The task's settings (``task.options.queue``...), and, called, a typed enqueuer
+        with enqueue options: ``task.options(delay=5).enqueue(...)``."""
+        return Options(self)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        return self.func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<tether.Task {self.name} queue={self.config.queue}>"
+
+    # -- the codec ---------------------------------------------------------------------------
+    @property
+    def codec(self) -> Codec:
+        return self.app.codec
+
+    @property
+    def hints(self) -> dict[str, Any]:
+        """The function's resolved annotations (``return`` included); {} when unresolvable."""
+        if self._hints is None:
+            self._hints = type_hints(self.func)
+        return self._hints
+
+    def arguments(self, payload_text: str) -> tuple[list[Any], dict[str, Any]]:
+        """Decode a job's payload, check that it binds to the function's signature, and decode
+        each argument by its parameter's annotation."""
+        try:
+            args, kwargs = payload.decode_call(payload_text)
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            raise BadArguments(f"the stored arguments of {self.name} are not "
+                               f"[args, kwargs] JSON: {exc}") from None
+        if self._signature is None:
+            return args, kwargs
+        shape = (len(args), frozenset(kwargs))
+        if shape not in self._fits:
+            try:
+                self._signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise BadArguments(f"the stored arguments do not fit {self.name}: {exc}") \
+                    from None
+            if len(self._fits) < 64:
+                self._fits.add(shape)
+        if not self._decodes():
+            return args, kwargs
+        return self._decode(args, kwargs, self.hints)
+
+    def _decodes(self) -> bool:
+        """Whether the arguments need the codec: not when every parameter's annotation is one
+        the default codec returns as it is (``int``, ``str``, ``dict[str, Any]``...)."""
+        if self._needs_decoding is None:
+            params = {k: v for k, v in self.hints.items() if k != "return"}
+            codec = self.codec
+            default = isinstance(codec, JSONCodec) and type(codec).decode is JSONCodec.decode
+            self._needs_decoding = bool(params) and not (
+                default and all(decodes_as_is(h) for h in params.values()))
+        return self._needs_decoding
+
+    def _decode(self, args: list[Any], kwargs: dict[str, Any], hints: dict[str, Any]) \
+            -> tuple[list[Any], dict[str, Any]]:
+        """Each argument decoded by the annotation of the parameter it binds to; the call keeps
+        its shape (what came positional stays positional)."""
+        assert self._signature is not None
+        params = list(self._signature.parameters.values())
+        positional = [p for p in params if p.kind in (
+            inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        star = next((p.name for p in params if p.kind is inspect.Parameter.VAR_POSITIONAL), "")
+        stars = next((p.name for p in params if p.kind is inspect.Parameter.VAR_KEYWORD), "")
+        codec = self.codec
+        name = ""
+        try:
+            out_args = []
+            for i, value in enumerate(args):
+                name = positional[i].name if i < len(positional) else star
+                out_args.append(codec.decode(value, hints.get(name, Any)))
+            out_kwargs = {}
+            for key, value in kwargs.items():
+                name = key if key in self.params else stars
+                out_kwargs[key] = codec.decode(value, hints.get(name, Any))
+        except Exception as exc:  # a codec's refusal, whatever its class: data, not a crash
+            raise BadArguments(f"the stored arguments of {self.name} do not decode as its "
+                               f"annotations say ({name}): {type(exc).__name__}: {exc}") \
+                from None
+        return out_args, out_kwargs
+
+    def encode_result(self, value: Any) -> str:
+        """The handler's return value as JSON text, through the app's codec."""
+        return to_text(self.codec, value, f"result of {self.name}")
+
+    def decode_result(self, value: Any) -> Any:
+        """A stored result (plain JSON) as the function's return annotation says."""
+        return self.codec.decode(value, self.hints.get("return", Any))
+
+    # -- producing ---------------------------------------------------------------------------
+    def new_job(
+        self,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        *,
+        delay: float | None = None,
+        run_at: float | datetime | None = None,
+        priority: int | None = None,
+        unique_key: str | None = None,
+        queue: str | None = None,
+    ) -> NewJob:
+        opts = self.config
+        return make_new_job(
+            self.name, args, kwargs, queue=opts.queue if queue is None else queue,
+            priority=opts.priority if priority is None else priority,
+            delay=delay, run_at=run_at, unique_key=unique_key,
+            max_attempts=opts.max_attempts, max_stalls=opts.max_stalls, codec=self.codec,
+        )
+
+    def _split(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Take the enqueue options out of ``kwargs`` (run-time keywords of ``enqueue``)."""
+        options = {k: kwargs.pop(k) for k in OPTIONS & kwargs.keys()}
+        clash = sorted(self.shadowed & options.keys())
+        if clash:
+            names = ", ".join(clash)
+            raise TypeError(
+                f"{self.name} has a parameter named {names}, which is also an enqueue option: "
+                f"pass the task's arguments with {self.__name__}.enqueue_with(args=(...), "
+                f"kwargs={{{clash[0]!r}: ...}}) and options as keywords of enqueue_with"
+            )
+        return options
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId[R]:
+        """Queue one job; returns its id.
+
+        Keywords named ``delay``, ``run_at``, ``priority``, ``unique_key``, ``queue`` and
+        ``conn`` are enqueue options at run time (``conn``: enqueue inside that database
+        transaction); every other keyword is an argument of the task. The type checker only
+        knows the function's own parameters: the typed way to pass options is
+        ``task.options(delay=5).enqueue(...)`` or :meth:`enqueue_with`. When the function
+        itself has a parameter with an option's name, the keyword is ambiguous and TypeError
+        is raised rather than silently taking it as the option.
+        """
+        options = self._split(kwargs)
+        return self.enqueue_with(args, kwargs, **options)
+
+    def enqueue_with(
+        self,
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        *,
+        delay: float | None = None,
+        run_at: float | datetime | None = None,
+        priority: int | None = None,
+        unique_key: str | None = None,
+        queue: str | None = None,
+        conn: Any = None,
+    ) -> JobId[R]:
+        """Queue one job with the task's arguments given apart from the options, so any
+        argument name works (``kwargs={"delay": 5}`` is the task's ``delay``)."""
+        job = self.new_job(tuple(args), dict(kwargs or {}), delay=delay, run_at=run_at,
+                           priority=priority, unique_key=unique_key, queue=queue)
+        return JobId(self.app.enqueue_jobs([job], conn=conn)[0])
+
+    def _batch(self, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]],
+               options: dict[str, Any]) -> list[NewJob]:
+        jobs = []
+        for call in calls:
+            if not (isinstance(call, tuple | list) and len(call) == 2):
+                raise TypeError("enqueue_many takes (args, kwargs) pairs")
+            args, kwargs = call
+            jobs.append(self.new_job(tuple(args), dict(kwargs), **options))
+        return jobs
+
+    def enqueue_many(
+        self,
+        calls: Iterable[tuple[Sequence[Any], dict[str, Any]]],
+        *,
+        delay: float | None = None,
+        run_at: float | datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        conn: Any = None,
+    ) -> list[JobId[R]]:
+        """Queue many jobs in one store round trip: ``calls`` is ``[(args, kwargs), ...]``;
+        the options (as in :meth:`enqueue_with`) apply to every job of the batch."""
+        jobs = self._batch(calls, {"delay": delay, "run_at": run_at, "priority": priority,
+                                   "queue": queue})
+        return [JobId(i) for i in self.app.enqueue_jobs(jobs, conn=conn)]
+
+    # -- producing from an event loop ----------------------------------------------------------
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId[R]:
+        """:meth:`enqueue` for ``async`` code: never blocks the caller's event loop."""
+        options = self._split(kwargs)
+        conn = options.pop("conn", None)
+        job = self.new_job(args, kwargs, **options)
+        return JobId((await self.app.aenqueue_jobs([job], conn=conn))[0])
+
+    async def aenqueue_many(
+        self,
+        calls: Iterable[tuple[Sequence[Any], dict[str, Any]]],
+        *,
+        delay: float | None = None,
+        run_at: float | datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        conn: Any = None,
+    ) -> list[JobId[R]]:
+        """:meth:`enqueue_many` for ``async`` code: one round trip, one request id."""
+        jobs = self._batch(calls, {"delay": delay, "run_at": run_at, "priority": priority,
+                                   "queue": queue})
+        return [JobId(i) for i in await self.app.aenqueue_jobs(jobs, conn=conn)]
+
+
+class Enqueuer(Generic[P, R]):
+    """A task with enqueue options fixed: ``task.options(delay=5).enqueue(x, y)`` type-checks
+    the task's own arguments, and the options are checked once, here."""
+
+    def __init__(self, task: Task[P, R], options: dict[str, Any]) -> None:
+        self.task = task
+        self._options = {k: v for k, v in options.items() if v is not None}
+
+    def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId[R]:
+        return self.task.enqueue_with(args, kwargs, **self._options)
+
+    async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId[R]:
+        options = dict(self._options)
+        conn = options.pop("conn", None)
+        job = self.task.new_job(args, kwargs, **options)
+        return JobId((await self.task.app.aenqueue_jobs([job], conn=conn))[0])
+
+
+class Options(Generic[P, R]):
+    """``task.options``: the task's settings as attributes, and a call that makes an
+    :class:`Enqueuer` with enqueue options."""
+
+    def __init__(self, task: Task[P, R]) -> None:
+        self._task = task
+        opts = task.config
+        self.name, self.queue, self.priority = opts.name, opts.queue, opts.priority
+        self.max_attempts, self.max_stalls = opts.max_attempts, opts.max_stalls
+        self.timeout: float | None = opts.timeout
+        self.retry: Backoff = opts.retry
+
+    def __call__(
+        self,
+        *,
+        delay: float | None = None,
+        run_at: float | datetime | None = None,
+        priority: int | None = None,
+        unique_key: str | None = None,
+        queue: str | None = None,
+        conn: Any = None,
+    ) -> Enqueuer[P, R]:
+        return Enqueuer(self._task, {"delay": delay, "run_at": run_at, "priority": priority,
+                                     "unique_key": unique_key, "queue": queue, "conn": conn})

@@ -1,0 +1,143 @@
+"""One process-pool child as its worker sees it: the process, its two pipes, and its state.
+
+Children are started with ``subprocess`` (fork+exec of ``python -m tether._worker.child``), not
+``multiprocessing``, because:
+
+* exec gives a clean interpreter: nothing of the multi-threaded worker (threads, held locks,
+  store connections, sockets) is copied into it, which a plain fork would do unsafely;
+* the ``spawn`` and ``forkserver`` contexts re-import the parent's ``__main__`` in each child
+  (an unguarded ``app.run_worker()`` in a script then starts workers recursively) and pickle
+  the process object; here only JSON text crosses, on two pipes of our own (``wire``);
+* signals, sessions and file descriptors are ours to set: the child gets its own session (a
+  terminal's Ctrl-C reaches only the worker, which drains), and only its two pipe ends.
+
+The price is an interpreter start and the app's import per child (about 0.15 s), paid once per
+child: children are started once and reused, and replaced only when one dies, is stopped, or
+is recycled (``max_tasks_per_child``, ``max_memory_per_child``).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tether._worker import wire
+from tether._worker.registry import Running
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_TETHER_ROOT = str(Path(__file__).resolve().parents[2])  # holds the tether package
+
+
+class State(enum.Enum):
+    STARTING = "starting"  # spawned, has not said ready
+    IDLE = "idle"
+    BUSY = "busy"  # running ``entry`` and/or holding jobs sent ahead
+    RETIRING = "retiring"  # recycled: its input is closed and it exits on its own
+    DEAD = "dead"
+
+
+@dataclass(eq=False)
+class Child:
+    proc: subprocess.Popen[bytes]
+    writer: wire.Writer
+    reader: wire.Reader
+    state: State = State.STARTING
+    entry: Running | None = None  # the attempt it runs (it said ``start``), at most one
+    started_at: float = 0.0  # monotonic time ``entry`` started in the child
+    ahead: deque[Running] = field(default_factory=deque)  # sent, not started, in order
+    outbox: list[bytes | Running] = field(default_factory=list)  # queued, not yet written
+    ahead_bytes: int = 0  # their run messages' size (bounded: the pipe never fills)
+    withdrawn: dict[tuple[int, int], Running] = field(default_factory=dict)  # not acked yet
+    assigned: int = 0  # attempts ever sent to it (max_tasks_per_child bounds this)
+    jobs: int = 0  # attempts it has finished
+    stop_why: str | None = None  # why the worker ended it (None: it died on its own)
+    kill_at: float | None = None  # monotonic time of the SIGKILL that follows a SIGTERM
+    killed: bool = False
+    fatal: str | None = None  # why it could not load the app
+    gone: threading.Event = field(default_factory=threading.Event, repr=False)  # reaped, ended
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def load(self) -> int:
+        """Attempts it holds: the running one and those sent ahead."""
+        return len(self.ahead) + (self.entry is not None)
+
+    @property
+    def live(self) -> bool:
+        """Counts toward the pool's size: not retiring, not stopped, not dead."""
+        return self.state in (State.STARTING, State.IDLE, State.BUSY) and self.stop_why is None
+
+    def signal(self, sig: signal.Signals) -> None:
+        """Signal the child unless it has been reaped (its pid may then belong to another)."""
+        try:
+            self.proc.send_signal(sig)
+        except OSError:
+            pass
+
+    def reap(self, grace: float) -> int:
+        """Wait for the exit status after end of file; SIGKILL if it lingers past ``grace``."""
+        try:
+            return self.proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGKILL)
+            return self.proc.wait()
+
+    def rss_mib(self) -> float | None:
+        return rss_mib(self.pid)
+
+
+def spawn(init: wire.Header) -> Child:
+    """Start a child and send it ``init``; its ``ready`` (or ``fatal``) comes on its pipe."""
+    to_child_r, to_child_w = os.pipe()
+    from_child_r, from_child_w = os.pipe()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [_TETHER_ROOT, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tether._worker.child", str(to_child_r), str(from_child_w),
+             str(os.getpid())],
+            pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, env=env,
+            start_new_session=True)
+    except BaseException:
+        for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
+            os.close(fd)
+        raise
+    os.close(to_child_r)
+    os.close(from_child_w)
+    child = Child(proc, wire.Writer(to_child_w), wire.Reader(from_child_r))
+    try:
+        child.writer.send(init)
+    except OSError:
+        pass  # it died at once; its reader sees end of file and reports how
+    return child
+
+
+def describe_exit(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "signal"
+        return f"killed by signal {name} ({-returncode})"
+    return f"exited with code {returncode}"
+
+
+def rss_mib(pid: int) -> float | None:
+    """Resident memory of ``pid`` in MiB from /proc/PID/statm; None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            resident = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return resident * _PAGE / (1024 * 1024)

@@ -1,0 +1,115 @@
+"""Per-attempt timeouts on one timer thread (a heap), not a thread or timer per job."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from tether import _clock as clock
+from tether._errors import LeaseInterrupted
+from tether._task import Task
+from tether._worker.registry import Registry, Running
+from tether.stores._contract import Outcome
+
+log = logging.getLogger("tether.worker")
+
+
+class Deadlines:
+    def __init__(self, on_error: Callable[[BaseException], None]) -> None:
+        self._heap: list[tuple[float, int, int, Callable[[], None]]] = []
+        self._live: set[int] = set()
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._on_error = on_error
+        self._thread = threading.Thread(target=self._run, name="tether-deadlines", daemon=True)
+        self._started = False
+
+    def add(self, seconds: float, callback: Callable[[], None]) -> int:
+        """Call ``callback`` after ``seconds`` unless cancelled; returns a handle."""
+        with self._cond:
+            if not self._started:
+                self._started = True
+                self._thread.start()
+            handle = next(self._seq)
+            self._live.add(handle)
+            heapq.heappush(self._heap, (clock.monotonic() + seconds, handle, handle, callback))
+            self._cond.notify()
+            return handle
+
+    def cancel(self, handle: int) -> None:
+        with self._cond:
+            self._live.discard(handle)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopped:
+                    while self._heap and self._heap[0][1] not in self._live:
+                        heapq.heappop(self._heap)
+                    if self._heap and self._heap[0][0] <= clock.monotonic():
+                        break
+                    wait = self._heap[0][0] - clock.monotonic() if self._heap else None
+                    self._cond.wait(wait)
+                if self._stopped:
+                    return
+                _, handle, _, callback = heapq.heappop(self._heap)
+                self._live.discard(handle)
+            try:
+                callback()
+            except BaseException as exc:  # a failing side loop must stop the worker
+                self._on_error(exc)
+                return
+
+
+class Timeouts:
+    """Each attempt's ``timeout`` (the task's), armed when its handler gets a slot: when it
+    fires before the handler ends, the attempt is settled as a ``timeout`` error and the
+    handler interrupted (whichever decides first wins, ``Registry.settle_once``)."""
+
+    def __init__(self, deadlines: Deadlines, registry: Registry,
+                 settle: Callable[[Running, Outcome | None], None],
+                 find_task: Callable[[str], Task[Any, Any] | None]) -> None:
+        self.deadlines = deadlines
+        self._registry = registry
+        self._settle = settle
+        self._find_task = find_task
+
+    def arm(self, entry: Running, task: Task[Any, Any], late: float = 0.0) -> None:
+        """Start the attempt's timeout, ``late`` seconds after its handler started."""
+        timeout = task.config.timeout
+        if timeout is not None:
+            entry.extra["deadline"] = self.deadlines.add(max(0.0, timeout - late),
+                                                         lambda: self._fire(entry, task))
+
+    def arm_late(self, entry: Running, late: float) -> None:
+        """:meth:`arm`, by task name (a process-pool child has started the handler)."""
+        task = self._find_task(entry.ctx.task)
+        if task is not None:
+            self.arm(entry, task, late)
+
+    def cancel(self, entry: Running) -> None:
+        handle = entry.extra.get("deadline")
+        if isinstance(handle, int):
+            self.deadlines.cancel(handle)
+
+    def _fire(self, entry: Running, task: Task[Any, Any]) -> None:
+        if not self._registry.settle_once(entry):
+            return
+        timeout = task.config.timeout
+        log.warning("job %s attempt %s timed out after %ss", entry.ctx.id, entry.ctx.attempt,
+                    timeout)
+        entry.extra["timed_out"] = True
+        entry.interrupt(LeaseInterrupted)
+        self._settle(entry, Outcome(
+            entry.lease, "error", error=f"timed out after {timeout}s", reason="timeout",
+            retry_delay=task.config.retry.delay(entry.ctx.job.failures + 1)))

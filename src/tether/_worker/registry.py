@@ -1,0 +1,275 @@
+"""In-flight attempts of one worker: the slots, and how long each lease is still trusted.
+
+A lease is trusted locally until ``trusted_until`` on the worker's *monotonic* clock: the moment
+the claim or the last successful renewal was *sent*, plus ``lease_ttl``. The store granted the
+lease at its own now, which is never earlier than that send, so the store's expiry is never
+earlier than ours: when the store cannot be reached, the worker gives the job up no later than
+the reaper could take it.
+
+A *slot* is taken while a handler runs; it frees the moment the handler returns, so the next
+claim overlaps the write of the previous outcomes (claim, run and finish are pipelined instead of
+serial). The *entry* stays until its outcome is settled (written, rejected, or not to be
+written), so the heartbeater keeps renewing the lease until the outcome has landed. Entries are
+capped at twice the slots, so a slow store cannot pile up unwritten outcomes. Entries are keyed
+by lease, so a self-zombie's old entry never collides with a new claim of the same job.
+
+*Claimed ahead* (thread pool only): a job claimed before a slot is free for it waits in the
+*backlog*, FIFO, holding its fenced lease and renewed by the heartbeat like any other entry.
+A handler thread :meth:`take` s the oldest when a slot frees; the fetcher hands back
+(:meth:`unqueue`) what waited too long, so a claimed-ahead job never waits behind a
+long-running handler while another worker could run it. An entry is either in the backlog or
+started, never both, and whoever takes it out of the backlog (a handler or a hand-back) is
+the only one that decides its outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tether import _clock as clock
+from tether._context import JobContext
+from tether._errors import Interrupted
+from tether.stores._contract import Lease
+
+#: A queued job that waited this long for a handler thread, while a slot was free and every
+#: awake handler thread was held that long by its handler, wakes another thread (seconds).
+LAG = 0.005
+
+
+@dataclass(eq=False)
+class Running:
+    ctx: JobContext
+    trusted_until: float
+    returned: bool = False  # the handler returned (or, claimed ahead, never started)
+    settled: bool = False  # an outcome was decided for this attempt
+    settling: bool = False  # someone won settle_once: the outcome is being decided
+    lost: bool = False  # the store or the trust window says we no longer hold it
+    async_task: asyncio.Task[object] | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+    # Called after every interrupt (any thread): how a process pool stops the child running it.
+    on_interrupt: Callable[[Running, type[Interrupted]], None] | None = None
+    task: object = None  # claimed ahead: the task to run when a slot frees
+    queued_at: float = 0.0  # claimed ahead: when it entered the backlog (monotonic)
+    started_at: float = 0.0  # when its handler was given a slot (monotonic)
+
+    @property
+    def lease(self) -> Lease:
+        return self.ctx.lease
+
+    def interrupt(self, why: type[Interrupted]) -> None:
+        self.ctx.interrupt(why)
+        task, loop = self.async_task, self.loop
+        if task is not None and loop is not None:
+            loop.call_soon_threadsafe(task.cancel)
+        hook = self.on_interrupt
+        if hook is not None:
+            hook(self, why)
+
+
+class Registry:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._entries: dict[Lease, Running] = {}
+        self._busy = 0  # handlers that have not returned yet
+        lock = threading.RLock()
+        self._cond = threading.Condition(lock)
+        #: Handler threads wait here for a queued job and a free slot (same lock, so a
+        #: hand-over never wakes the fetcher and the completer too).
+        self._work = threading.Condition(lock)
+        self._backlog: deque[Running] = deque()
+        self._idle = 0  # handler threads waiting in take()
+        self._threads = 0  # handler threads taking jobs (set by each one's first take)
+        self._closed = False
+        self.ahead = 0  # how many jobs beyond the free slots the fetcher may hold (set by it)
+        self.claim_at = 1  # free slots that wake the fetcher (see set_capacity)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def free(self) -> int:
+        """How many jobs the fetcher may claim now: free slots not already spoken for by the
+        backlog, plus the claim-ahead allowance; capped so that a slow store cannot pile up
+        unwritten outcomes."""
+        ahead = self.ahead
+        slots = self.capacity - self._busy - len(self._backlog)
+        room = 2 * self.capacity + ahead - len(self._entries)
+        if self._backlog and len(self._backlog) * 2 > ahead:
+            return min(slots, room)  # refill only once the backlog is half used
+        return min(slots + ahead, room)
+
+    def set_capacity(self, capacity: int, claim_at: int = 1) -> None:
+        """How many attempts the worker may hold from now on (a process pool claims ahead
+        only for children that may queue jobs), and how many free slots wake the fetcher (a
+        process pool whose children hold jobs ahead claims in batches, not a job at a time:
+        they have work meanwhile); waiters wake when that many are free."""
+        with self._cond:
+            was_free, self.capacity = self.free(), capacity
+            self.claim_at = max(1, claim_at)
+            if was_free < self.claim_at <= self.free():
+                self._cond.notify_all()
+
+    def wait_free(self, timeout: float, stop: Callable[[], bool]) -> int:
+        """Block until a slot is free (or stop() or timeout); returns how many to claim."""
+        with self._cond:
+            self._cond.wait_for(lambda: stop() or self.free() >= self.claim_at, timeout)
+            return self.free()
+
+    # -- the backlog of jobs claimed ahead ---------------------------------------------------
+    def queue(self, entries: list[Running], wake: int) -> None:
+        """Add entries that wait for a slot, and wake up to ``wake`` idle handler threads
+        (each woken thread takes queued jobs until the backlog is empty; waking more threads
+        than the handlers' run time needs only makes them fight for the GIL)."""
+        now = clock.monotonic()
+        with self._cond:
+            for entry in entries:
+                entry.queued_at = now
+                self._entries[entry.lease] = entry
+            self._backlog.extend(entries)
+            awake = self._threads - self._idle  # each takes the next job when it is done
+            self._work.notify(min(wake, self.capacity - self._busy) - awake)
+
+    def nudge(self, waited: float) -> None:
+        """Wake one more handler thread if the oldest queued job has waited ``waited``
+        seconds or more while a slot is free and every awake handler thread is held by a
+        handler that has run that long (a job waiting only because the process is short of
+        CPU gains nothing from one more thread fighting for the GIL)."""
+        now = clock.monotonic()
+        with self._cond:
+            if not (self._backlog and self._busy < self.capacity
+                    and now - self._backlog[0].queued_at >= waited):
+                return
+            held = sum(1 for e in self._entries.values()
+                       if not e.returned and 0.0 < e.started_at <= now - waited)
+            if held >= self._threads - self._idle:
+                self._work.notify()
+
+    def take(self, first: bool = False, done: Running | None = None) -> Running | None:
+        """The oldest queued entry, once a slot is free for it (blocks); None once closed.
+        ``first``: the calling handler thread's first call. ``done``: the entry whose handler
+        this thread just ran, marked returned under the same lock (one acquisition per job)."""
+        with self._cond:
+            if done is not None:
+                self._mark([done], True, False)
+            self._threads += first
+            while not self._closed and not (self._backlog and self._busy < self.capacity):
+                self._idle += 1
+                try:
+                    self._work.wait()
+                finally:
+                    self._idle -= 1
+            if self._closed:
+                return None
+            was_free = self.free()
+            entry = self._backlog.popleft()
+            self._busy += 1
+            entry.started_at = clock.monotonic()
+            if was_free <= 0 < self.free():
+                self._cond.notify_all()  # the backlog ran low: time to claim again
+            return entry
+
+    def close(self) -> None:
+        """Wake every handler thread waiting in :meth:`take` for good."""
+        with self._cond:
+            self._closed = True
+            self._work.notify_all()
+
+    def queued(self) -> int:
+        return len(self._backlog)
+
+    def oldest_queued(self) -> float | None:
+        """When the oldest queued entry was queued (monotonic), None if none is."""
+        backlog = self._backlog
+        try:
+            return backlog[0].queued_at
+        except IndexError:
+            return None
+
+    def unqueue(self, queued_before: float = float("inf")) -> list[Running]:
+        """Take out of the backlog the entries queued before ``queued_before`` (all by
+        default); the caller owns their outcome (they never started: no slot to free)."""
+        out = []
+        with self._cond:
+            backlog = self._backlog
+            while backlog and backlog[0].queued_at < queued_before:
+                entry = backlog.popleft()
+                entry.returned = True
+                if not (entry.settled or entry.settling):
+                    entry.settling = True
+                    out.append(entry)
+            if out:
+                self._cond.notify_all()
+        return out
+
+    def stuck(self, started_before: float) -> int:
+        """Busy slots whose handler started before ``started_before``: they are not going to
+        free soon, so no job claimed ahead should count on them."""
+        with self._cond:
+            return sum(1 for e in self._entries.values()
+                       if not e.returned and 0.0 < e.started_at < started_before)
+
+    def wait_empty(self, timeout: float | None) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._entries, timeout)
+
+    def add(self, entry: Running) -> None:
+        """Add an entry whose handler starts now (it takes a slot at once)."""
+        with self._cond:
+            entry.started_at = clock.monotonic()
+            self._entries[entry.lease] = entry
+            self._busy += 1
+
+    def entries(self) -> list[Running]:
+        with self._cond:
+            return list(self._entries.values())
+
+    def to_renew(self) -> list[Running]:
+        """Entries whose lease the heartbeater must still renew."""
+        with self._cond:
+            return [
+                e for e in self._entries.values()
+                if not e.lost and not e.settled and not e.ctx.completed_in_transaction
+            ]
+
+    def mark(self, entry: Running, *, returned: bool = False, settled: bool = False) -> None:
+        self.mark_many([entry], returned=returned, settled=settled)
+
+    def mark_many(self, entries: list[Running], *, returned: bool = False,
+                  settled: bool = False) -> None:
+        """Record handlers returning and/or outcomes settling, under one lock acquisition.
+
+        Waiters are woken only on a change they can act on (a slot freed while none was, or the
+        registry emptied): a wake-up per job would make the fetcher fight every handler thread
+        for the GIL.
+        """
+        with self._cond:
+            self._mark(entries, returned, settled)
+
+    def _mark(self, entries: list[Running], returned: bool, settled: bool) -> None:
+        """:meth:`mark_many`, the lock held."""
+        was_free = self.free()
+        async_slot = False
+        for entry in entries:
+            if returned and not entry.returned:
+                async_slot |= entry.loop is not None
+                entry.returned = True
+                self._busy -= 1
+            entry.settled |= settled
+            if entry.returned and entry.settled and self._entries.get(entry.lease) is entry:
+                del self._entries[entry.lease]
+        if (was_free < self.claim_at <= self.free()) or not self._entries:
+            self._cond.notify_all()
+        if async_slot and self._backlog:
+            self._work.notify()  # an async handler's slot: no handler thread comes back
+
+    def settle_once(self, entry: Running) -> bool:
+        """Claim the right to decide this attempt's outcome; only the first caller wins."""
+        with self._cond:
+            if entry.settled or entry.settling:
+                return False
+            entry.settling = True
+            return True

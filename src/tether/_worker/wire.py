@@ -1,0 +1,255 @@
+"""The pipe protocol between a worker and its process-pool children.
+
+Invariant: user data crosses the process boundary as JSON *text*, verbatim. A job's payload
+reaches the child byte for byte as the store holds it, and results, checkpoints and progress
+come back as the text the store will hold. Nothing is pickled: a message cannot run code in the
+process that reads it.
+
+A message is one header line (a JSON object; ``json.dumps`` escapes every newline, so the line
+cannot break early) followed by the raw UTF-8 bytes of the blobs it announces in ``"n"``: their
+lengths in order, ``-1`` for None. Lengths instead of embedding the texts as JSON strings keep
+a payload as stored and cost one slice to read instead of an escape and an unescape.
+
+Messages, parent to child: ``init`` (spec, sys.path, log level, recycling limits), ``run``
+(job fields; blobs: payload, checkpoint, progress; several may be queued: jobs sent ahead),
+``runs`` (several ``run`` in one header: ``jobs``, a list of field lists; blobs: three a job),
+``withdraw`` (a job sent ahead must not start), ``reply`` (to a fenced write), ``stop`` (why the
+running attempt is being stopped; SIGTERM follows). Child to parent: ``ready``, ``fatal`` (the
+app could not be loaded), ``start`` (the next job's handler starts now; the outcomes owed
+are in the same write, before it; a ``start`` field on the last one stands for it),
+``outcome`` (how the attempt ended; blobs: result, error),
+``skipped`` (a withdrawn job was dropped unstarted), ``retire`` (recycled: it starts nothing
+more), ``write`` (a checkpoint or progress value for the parent to store, fenced). Several
+messages may share one write; a reader cuts them apart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tether.stores._contract import Job, Lease, Outcome
+
+Header = dict[str, Any]
+Message = tuple[Header, list[str | None]]
+
+# The Job fields a child needs besides the texts sent as blobs; order is the wire order.
+_JOB_FIELDS = ("id", "task", "queue", "status", "priority", "run_at", "attempt", "max_attempts",
+               "failures", "stall_count", "max_stalls", "interruptions", "locked_by",
+               "lease_until", "created_at", "started_at", "finished_at", "failure_reason",
+               "unique_key", "cancel_requested", "lease_token")
+_ID, _ATTEMPT = _JOB_FIELDS.index("id"), _JOB_FIELDS.index("attempt")
+OUTCOME_KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
+
+
+class ProtocolError(Exception):
+    """The other side sent something that is not a message (it died mid-write, or a bug)."""
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)  # one, not one per dumps
+
+
+def encode(header: Header, blobs: Sequence[str | None] = ()) -> bytes:
+    data = [None if b is None else b.encode() for b in blobs]
+    if data:
+        header = {**header, "n": [-1 if d is None else len(d) for d in data]}
+    line = _ENCODER.encode(header).encode() + b"\n"
+    return line + b"".join(d for d in data if d)
+
+
+class Reader:
+    """Reads messages from a pipe: one ``os.read`` per burst, messages cut from a buffer."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._buf = bytearray()
+        self._pos = 0  # where the next message starts in _buf
+        self._closed = False
+
+    def read(self) -> Message | None:
+        """The next message (blocking), or None at end of file."""
+        while True:
+            msg = self._cut()
+            if msg is not None:
+                return msg
+            if not self._fill():
+                if len(self._buf) > self._pos:
+                    raise ProtocolError("truncated message")
+                return None
+
+    def read_nowait(self) -> Message | None:
+        """A message that has fully arrived, or None; never blocks."""
+        msg = self._cut()
+        while msg is None and select.select([self.fd], [], [], 0)[0] and self._fill():
+            msg = self._cut()
+        return msg
+
+    def buffered(self) -> bool:
+        """Bytes of a next message have arrived already."""
+        return len(self._buf) > self._pos
+
+    def read_ready(self) -> list[Message]:
+        """Every message that has fully arrived, with at most one read; never blocks."""
+        out: list[Message] = []
+        while (msg := self._cut()) is not None:
+            out.append(msg)
+        if select.select([self.fd], [], [], 0)[0] and self._fill():
+            while (msg := self._cut()) is not None:
+                out.append(msg)
+        return out
+
+    def take(self) -> list[Message] | None:
+        """Every message that has arrived, with exactly one read (which waits for data when
+        none is there); None at end of file, ProtocolError if a message was cut short."""
+        if not self._fill():
+            if len(self._buf) > self._pos:
+                raise ProtocolError("truncated message")
+            return None
+        out: list[Message] = []
+        while (msg := self._cut()) is not None:
+            out.append(msg)
+        return out
+
+    def _fill(self) -> bool:
+        if self._pos:  # drop what was cut (once per read, not once per message)
+            del self._buf[:self._pos]
+            self._pos = 0
+        data = os.read(self.fd, 65536)
+        self._buf += data
+        return bool(data)
+
+    def _cut(self) -> Message | None:
+        buf, pos = self._buf, self._pos
+        end = buf.find(b"\n", pos)
+        if end < 0:
+            return None
+        try:
+            header = json.loads(buf[pos:end])
+        except ValueError as exc:
+            raise ProtocolError(f"bad header: {exc}") from None
+        if not isinstance(header, dict) or not isinstance(header.get("op"), str):
+            raise ProtocolError("header without op")
+        sizes = header.get("n", ())
+        if len(buf) < end + 1 + sum(n for n in sizes if n > 0):
+            return None
+        at = end + 1
+        blobs: list[str | None] = []
+        for size in sizes:
+            if size < 0:
+                blobs.append(None)
+            else:
+                blobs.append(buf[at:at + size].decode())
+                at += size
+        self._pos = at
+        return header, blobs
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            os.close(self.fd)
+
+
+class Writer:
+    """Writes whole messages to a pipe; thread-safe (one message at a time)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+        self._lock = threading.Lock()
+
+    def send(self, header: Header, blobs: Sequence[str | None] = ()) -> None:
+        """Raises OSError when the pipe is closed (the other side died, or close() ran)."""
+        self.send_bytes(encode(header, blobs))
+
+    def send_many(self, messages: Sequence[Message]) -> None:
+        """Several messages in one write (one wake-up of the reader)."""
+        self.send_bytes(b"".join(encode(h, b) for h, b in messages))
+
+    def send_bytes(self, data: bytes) -> None:
+        self.flush(lambda: data)
+
+    def flush(self, take: Callable[[], bytes]) -> None:
+        """Write what ``take()`` returns, called under this writer's lock: what callers take
+        in turn is written in turn."""
+        with self._lock:
+            if self._fd is None:
+                raise BrokenPipeError("pipe closed")
+            view = memoryview(take())
+            while view:
+                view = view[os.write(self._fd, view):]
+
+    def close(self) -> None:
+        """Close the pipe (the reader sees end of file); later sends raise, never hit a reused
+        descriptor number."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+# -- jobs and outcomes ----------------------------------------------------------------------
+def run_size(job: Job) -> int:
+    """An upper bound of the bytes ``job`` adds to a ``runs`` message, without encoding it: a
+    character takes at most 6 bytes in the header, 4 in a blob; any other field 24."""
+    texts = (job.task, job.queue, job.status, job.locked_by, job.failure_reason,
+             job.unique_key, job.lease_token)
+    size = 64 + 24 * len(_JOB_FIELDS) + 6 * sum(len(t) for t in texts if t)
+    for blob in (job.payload, job.checkpoint, job.progress):
+        if blob is not None:
+            size += 4 * len(blob)
+    return size
+
+
+def encode_runs(jobs: Sequence[Job]) -> bytes:
+    """One ``runs`` message for several jobs, in order: one header to encode here and one to
+    parse in the child, instead of one per job. The child queues them as ``run`` messages."""
+    blobs: list[str | None] = []
+    fields = []
+    for job in jobs:
+        fields.append([getattr(job, f) for f in _JOB_FIELDS])
+        blobs += (job.payload, job.checkpoint, job.progress)
+    return encode({"op": "runs", "jobs": fields}, blobs)
+
+
+def split_runs(header: Header, blobs: list[str | None]) -> list[Message]:
+    """The ``run`` messages a ``runs`` message carries, in order."""
+    jobs = header["jobs"]
+    if len(blobs) != 3 * len(jobs):
+        raise ProtocolError("runs: blob count does not match")
+    return [({"op": "run", "job": job}, blobs[3 * i:3 * i + 3]) for i, job in enumerate(jobs)]
+
+
+def run_key(header: Header) -> tuple[int, int]:
+    """(job id, attempt) of a ``run`` message."""
+    job = header["job"]
+    return job[_ID], job[_ATTEMPT]
+
+
+def job_of(header: Header, blobs: list[str | None]) -> Job:
+    fields = dict(zip(_JOB_FIELDS, header["job"], strict=True))
+    payload, checkpoint, progress = blobs
+    return Job(**fields, payload=payload or "[[], {}]", checkpoint=checkpoint, progress=progress,
+               last_error=None, result=None)
+
+
+def outcome_message(lease: Lease, outcome: Outcome | None) -> Message:
+    header: Header = {"op": "outcome", "job": lease.job_id, "attempt": lease.attempt}
+    if outcome is None:
+        return {**header, "kind": None}, []
+    header.update(kind=outcome.kind, reason=outcome.reason, delay=outcome.retry_delay)
+    return header, [outcome.result, outcome.error]
+
+
+def outcome_of(header: Header, blobs: list[str | None], lease: Lease) -> Outcome | None:
+    """The Outcome a child reported, under the parent's own lease; ProtocolError if malformed."""
+    kind = header.get("kind")
+    if kind is None:
+        return None
+    if kind not in OUTCOME_KINDS or len(blobs) != 2:
+        raise ProtocolError(f"bad outcome {kind!r}")
+    reason = header.get("reason")
+    return Outcome(lease, kind, result=blobs[0], error=blobs[1], reason=reason,
+                   retry_delay=float(header.get("delay") or 0.0))

@@ -1,0 +1,393 @@
+"""A worker process: claims jobs, runs them, and keeps their leases alive.
+
+Threads and what each may touch:
+
+* fetcher: claims batches (one ``claim`` write per batch) into free slots and, with the thread
+  pool, ahead of them (``ahead.py``: bounded by what it can start soon; what waits too long
+  is handed back);
+* handlers: a daemon thread pool and one asyncio loop (``executor``), or child processes
+  (``procpool``, ``pool="process"``) driven by one supervisor and one reader thread per child;
+* heartbeater: its own store connection; renews every in-flight lease in one statement;
+* completer: writes outcomes in fenced batches;
+* deadlines: per-task timeouts; maintainer: reaper and pruner under leadership.
+
+No exception from one store call stops a side loop: it logs, backs off and goes on (see
+``health.py``), because the lease protocol keeps the jobs safe while the store is away. The
+worker stops on ``StoreGone`` (its data vanished: one clear line, exit 1) and when a side loop
+dies of its own bug (handing its leases back), because a worker whose heartbeater or completer
+is gone would silently break the lease protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tether import _clock as clock
+from tether._context import JobContext
+from tether._errors import ShuttingDown, StoreGone
+from tether._maintenance.maintainer import Maintainer
+from tether._periodic import schedules_of
+from tether._task import Task
+from tether._worker.completer import Completer, Pending
+from tether._worker.connections import open_stores
+from tether._worker.deadlines import Deadlines, Timeouts
+from tether._worker.executor import Executor
+from tether._worker.health import StoreHealth, classify, one_line, worth_logging
+from tether._worker.heartbeater import Heartbeater
+from tether._worker.intake import Intake
+from tether._worker.paused import PausedQueues
+from tether._worker.poolconfig import make_pool_config
+from tether._worker.procpool import ProcessPool
+from tether._worker.registry import Registry, Running
+from tether._worker.shutdown import Phase, Shutdown
+from tether._worker.unknown import unknown_task_outcome
+from tether.stores._contract import Job, Outcome, Store, WorkerInfo
+from tether.stores._replay import new_request_id
+
+if TYPE_CHECKING:
+    from tether._app import App
+
+log = logging.getLogger("tether.worker")
+
+#: Longest pause between claims while the store fails: it bounds how long after the store's
+#: return an idle worker resumes.
+FETCH_BACKOFF_MAX = 0.5
+#: How long a forced stop (second signal) waits for the store, in all: to hand leases back,
+#: flush outcomes and unregister. A store that does not answer by then is not waited for.
+FORCED_EXIT_WAIT = 2.0
+#: How often the main thread wakes to run the handlers of signals caught by other threads.
+SIGNAL_CHECK_EVERY = 0.2
+
+
+def new_worker_id() -> str:
+    """Fresh per process start (so a restarted worker never inherits old leases)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+class Worker:
+    def __init__(
+        self,
+        app: App,
+        *,
+        concurrency: int = 10,
+        queues: Sequence[str] | None = None,
+        maintenance: bool = True,
+        pool: str = "thread",
+        app_spec: str | None = None,
+        max_tasks_per_child: int | None = None,
+        max_memory_per_child: float | None = None,
+        claim_ahead: bool = True,
+        schedules: bool = True,
+    ) -> None:
+        """``claim_ahead=False``: claim no more than the free slots (thread pool), for a
+        caller that counts claims (a burst with ``max_jobs``: jobs claimed ahead would be
+        taken, and run by its closing drain, past the count). ``schedules=False``: enqueue
+        no periodic ticks (a burst: a tick it enqueued itself could keep it from ever being
+        idle); the maintainer still reaps and prunes."""
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+        self.pool = make_pool_config(app, pool, app_spec=app_spec,
+                                     max_tasks_per_child=max_tasks_per_child,
+                                     max_memory_per_child=max_memory_per_child)
+        self.app = app
+        self.settings = app.settings
+        self.concurrency = concurrency
+        app.import_includes()  # App(include=...): their tasks' queues are ours too
+        self.queues = list(queues) if queues else app.queues()
+        self.id = new_worker_id()
+        self.shutdown = Shutdown(grace=self.settings.shutdown_timeout)
+        self.registry = Registry(ProcessPool.capacity(concurrency)
+                                 if self.pool.kind == "process" else concurrency)
+        self.store: Store = app.store
+        # periodic jobs: a duty of the maintenance leader
+        periodic = schedules_of(app) if schedules else []
+        side = open_stores(app.url, 2 if maintenance and (
+            self.settings.reaper_interval > 0 or self.settings.prune_interval > 0
+            or periodic) else 1)
+        self._hb_store = side[0]
+        self._maint_store = side[1] if len(side) > 1 else None
+        fatal: Callable[[BaseException], None] = self._fatal
+        self.health = StoreHealth(self.settings.lease_ttl / 3)
+        self.heartbeater = Heartbeater(
+            self._hb_store, self.id, self.registry, app.events,
+            lease_ttl=self.settings.lease_ttl, interval=self.settings.heartbeat_every,
+            on_fatal=fatal, health=self.health)
+        self.completer = Completer(self.store, self.id, self.registry, app.events,
+                                   on_fatal=fatal, health=self.health)
+        self.deadlines = Deadlines(fatal)
+        self.timeouts = Timeouts(self.deadlines, self.registry, self._settle, app.find_task)
+        self.intake = Intake(self.registry, self.pool, self._settle, self.store, app.events,
+                             self.completer, concurrency=concurrency, owner=self.id,
+                             claim_batch=self.settings.claim_batch, claim_ahead=claim_ahead,
+                             notify=self._notify, on_fatal=fatal, on_start=self._on_start,
+                             on_child_start=self.timeouts.arm_late)
+        self.executor = self.intake.executor
+        self.ahead = self.intake.ahead
+        self.maintainer = Maintainer(
+            self._maint_store, self.id, self.settings, app.events, on_fatal=fatal,
+            reap=self.settings.reaper_interval > 0,
+            schedules=periodic) if self._maint_store is not None else None
+        self._fetcher = threading.Thread(target=self._fetch_loop, name="tether-fetcher",
+                                         daemon=True)
+        self.claimed = 0
+        self._unknown_warned: set[str] = set()  # task names warned about (once per name)
+        self._exit_by = float("inf")  # forced stop: the monotonic time to be gone by
+        self.pauses = PausedQueues(self.store, self.queues)
+
+    # -- running -----------------------------------------------------------------------------
+    def run(self, *, install_signals: bool = True) -> int:
+        """Run until stopped; returns the process exit code (0 on a clean stop)."""
+        restore = self.shutdown.install() if install_signals else (lambda: None)
+        try:
+            self.executor.start()  # a process pool's children have imported the app before a claim
+            self.store.register_worker(WorkerInfo(
+                self.id, socket.gethostname(), os.getpid(), tuple(self.queues), self.concurrency))
+            log.debug("worker %s registered (pool=%s, lease_ttl=%ss)", self.id, self.pool.kind,
+                      self.settings.lease_ttl)
+            for part in (self.heartbeater, self.completer, self.maintainer):
+                if part is not None:
+                    part.start()
+            self._fetcher.start()
+            self._supervise()
+        finally:
+            restore()
+            self._close()
+        if self.shutdown.fatal is not None:
+            return 1
+        return 0
+
+    def stop(self, force: bool = False) -> None:
+        """Ask the worker to stop (thread-safe); ``force`` skips the drain."""
+        if force:
+            self.shutdown.force("stop(force=True)")
+        else:
+            self.shutdown.request("stop() called")
+
+    def _supervise(self) -> None:
+        sd = self.shutdown
+        while sd.phase == Phase.RUNNING:
+            # With a timeout: a signal the kernel hands to another thread only sets a flag, and
+            # its Python handler runs once this (main) thread runs bytecode again.
+            sd.changed.wait(SIGNAL_CHECK_EVERY)
+            sd.changed.clear()
+        deadline = clock.monotonic() + self.settings.shutdown_timeout
+        while sd.phase == Phase.DRAINING:
+            if self.registry.wait_empty(min(0.1, max(0.0, deadline - clock.monotonic()))):
+                break
+            self.intake.hand_back_stale()  # the fetcher has stopped: its hand-back goes on here
+            if clock.monotonic() >= deadline:
+                sd.force("shutdown_timeout reached")
+        if sd.phase == Phase.FORCED:
+            self._exit_by = clock.monotonic() + FORCED_EXIT_WAIT
+            self.completer.give_up_at = self._exit_by
+        self._fetcher.join(min(5.0, self._left()))
+        if sd.phase == Phase.FORCED:
+            self._hand_back()
+        self.registry.wait_empty(5.0)
+
+    def _left(self) -> float:
+        """Seconds left before a forced stop stops waiting for the store (inf otherwise)."""
+        return max(0.05, self._exit_by - clock.monotonic())
+
+    def _hand_back(self) -> None:
+        """Interrupt every handler and release every lease we still hold, in one write.
+
+        Bounded: when the store does not take the write within the forced stop's wait, the
+        leases stay with the store until they expire (the reaper returns them within the
+        recovery bound), and the log says exactly that, never "handed back"."""
+        batch = []
+        for entry in self.registry.unqueue():  # claimed ahead, never started
+            entry.interrupt(ShuttingDown)
+            batch.append(Pending(entry, Outcome(entry.lease, "released"), "released"))
+        for entry in self.registry.entries():
+            entry.interrupt(ShuttingDown)
+            if not entry.lost and self.registry.settle_once(entry):
+                batch.append(Pending(entry, Outcome(entry.lease, "released"), "released"))
+        if not batch:
+            return
+        results = []
+        writer = threading.Thread(
+            target=lambda: results.append(self.completer.write(batch, give_up_at=self._exit_by)),
+            name="tether-hand-back", daemon=True)
+        writer.start()
+        writer.join(self._left() + 0.5)
+        self.registry.mark_many([p.entry for p in batch], settled=True)
+        written = results[0] if results else None
+        applied = len(written.applied) if written else 0
+        if applied:
+            self._notify()
+            log.warning("handed back %d lease(s)", applied)
+        if written and written.rejected:
+            log.info("%d lease(s) were no longer this worker's (reaped or cancelled)",
+                     len(written.rejected))
+        lost = len(written.unwritten) if written else len(batch)
+        if lost:
+            why = (written.error if written else None) or "the store did not answer in time"
+            log.warning("could not hand back %d lease(s) (%s); they come back by lease expiry: "
+                        "the reaper returns them within lease_ttl + stall_grace + 2s (%.0fs) "
+                        "of their last renewal", lost, why, self.settings.recovery_bound)
+
+    def _close(self) -> None:
+        if self.shutdown.phase == Phase.RUNNING:
+            self.shutdown.request("closing", signalled=False)
+        for part in (self.maintainer, self.heartbeater):
+            if part is not None:
+                part.stop(min(5.0, self._left()))
+        self.completer.stop(min(10.0, self._left()))
+        self.deadlines.stop()
+        self.executor.stop()
+        self._bounded(lambda: self.store.unregister_worker(self.id), "unregister the worker")
+        for s in (self._hb_store, self._maint_store):
+            if s is not None:
+                self._bounded(s.close, "close a store connection")
+        log.info("worker %s stopped", self.id)
+
+    def _bounded(self, call: Callable[[], object], what: str) -> None:
+        """Run a store call; on a forced stop, give up waiting once its time is up."""
+        def run() -> None:
+            try:
+                call()
+            except Exception as exc:
+                log.warning("could not %s: %s", what, one_line(exc))
+
+        if self._exit_by == float("inf"):
+            run()
+            return
+        thread = threading.Thread(target=run, name="tether-closing", daemon=True)
+        thread.start()
+        thread.join(self._left())
+        if thread.is_alive():
+            log.warning("could not %s: the store did not answer in time", what)
+
+    def _fatal(self, exc: BaseException) -> None:
+        if isinstance(exc, StoreGone):
+            if self.shutdown.fatal is None:
+                log.error("stopping: the store's data is gone: %s", exc)
+            self.shutdown.force("the store is gone", fatal=exc)
+            return
+        self.shutdown.force(f"a worker thread died ({type(exc).__name__}: {exc})", fatal=exc)
+
+    def _notify(self) -> None:
+        try:
+            self.store.notify(self.queues)
+        except Exception as exc:
+            log.warning("could not wake other workers: %s", one_line(exc))
+
+    # -- fetching ----------------------------------------------------------------------------
+    def _fetch_loop(self) -> None:
+        try:
+            backoff, streak = 0.05, 0
+            # A claim that failed transiently may have happened with its reply lost: the next
+            # claim reuses its request id (and its send time, which the trust window of the
+            # jobs it got is counted from), so the store hands those jobs back to us.
+            replay: tuple[str, float] | None = None
+            intake = self.intake
+            while not self.shutdown.stopping:
+                intake.before_claim()
+                free = self.registry.wait_free(intake.wait_at_most(0.5),
+                                               lambda: self.shutdown.stopping)
+                if free <= 0 or self.shutdown.stopping:
+                    continue
+                active = self.pauses.active()
+                if not active:  # every queue of ours is paused
+                    self.shutdown.changed.wait(self.pauses.every)
+                    continue
+                now = clock.monotonic()
+                if replay is not None and now - replay[1] >= self.settings.lease_ttl:
+                    replay = None  # whatever it claimed has expired by now
+                request_id, sent = replay or (new_request_id(), now)
+                jobs = None
+                try:
+                    jobs = self.store.claim(self.id, active,
+                                            min(free, self.settings.claim_batch),
+                                            self.settings.lease_ttl,
+                                            request_id=request_id)
+                    if not jobs:
+                        replay = None
+                        self.store.wait_for_jobs(
+                            self.queues, intake.wait_at_most(self.settings.poll_interval))
+                except Exception as exc:
+                    if classify(exc) == "gone":
+                        self._fatal(exc)
+                        return
+                    if jobs is None and classify(exc) == "transient":
+                        replay = (request_id, sent)  # the claim may have happened
+                    streak += 1
+                    self._fetch_failed(exc, now, streak)
+                    self.shutdown.changed.wait(backoff)
+                    backoff = min(backoff * 2, FETCH_BACKOFF_MAX)
+                    continue
+                replay = None
+                backoff, streak = 0.05, 0
+                self.health.ok()
+                intake.hand_over([e for e in (self._start(job, sent + self.settings.lease_ttl)
+                                              for job in jobs) if e is not None])
+        except BaseException as exc:
+            log.critical("fetcher died", exc_info=True)
+            self._fatal(exc)
+
+    def _fetch_failed(self, exc: BaseException, sent: float, streak: int) -> None:
+        self.health.failed(exc, sent)
+        transient = classify(exc) == "transient"
+        level = logging.WARNING if transient else logging.ERROR
+        if not worth_logging(streak):
+            level = logging.DEBUG
+        log.log(level, "fetching failed %d time(s) in a row (%s); retrying every %.1fs at most",
+                streak, one_line(exc), FETCH_BACKOFF_MAX, exc_info=not transient and streak == 1)
+
+    def _start(self, job: Job, trusted_until: float) -> Running | None:
+        """Start a claimed job, or (thread pool) return its entry to queue for a slot."""
+        self.claimed += 1
+        entry = Running(JobContext(job, self.store, self.app.codec), trusted_until)
+        task = self.app.find_task(job.task)
+        if task is not None and self.ahead is not None:
+            if self.shutdown.phase == Phase.FORCED:
+                entry.interrupt(ShuttingDown)
+            entry.task = task  # queued: _on_start runs when a handler thread takes it
+            return entry
+        self.registry.add(entry)
+        self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
+                             detail={"task": job.task, "queue": job.queue})
+        if task is None:
+            self.registry.settle_once(entry)
+            first = job.task not in self._unknown_warned
+            self._unknown_warned.add(job.task)
+            self._settle(entry, unknown_task_outcome(
+                job, entry.lease, self.id, self.settings.unknown_task_timeout, warn=first))
+            self.registry.mark(entry, returned=True)
+            return None
+        if self.shutdown.phase == Phase.FORCED:
+            entry.interrupt(ShuttingDown)
+        if isinstance(self.executor, Executor):  # a process pool arms it when the child starts
+            self.timeouts.arm(entry, task)
+        self.executor.submit(entry, task)
+        return None
+
+    def _on_start(self, entry: Running, task: Task[Any, Any]) -> None:
+        """A queued job got its slot (handler thread): its time limit runs from now."""
+        job = entry.ctx.job
+        self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
+                             detail={"task": job.task, "queue": job.queue})
+        self.timeouts.arm(entry, task)
+
+    def _settle(self, entry: Running, outcome: Outcome | None) -> None:
+        self.timeouts.cancel(entry)
+        if outcome is None:
+            ctx = entry.ctx
+            if ctx.completed_in_transaction:
+                # The handler's own transaction wrote the fenced completion: nothing for the
+                # completer to write, but logs and metrics must still see the job finish.
+                self.app.events.emit("completed", job_id=ctx.id, attempt=ctx.attempt,
+                                     worker=self.id, detail={
+                                         "task": ctx.job.task, "queue": ctx.job.queue,
+                                         "kind": "done", "reason": None, "delay": 0.0,
+                                         "error": None, "transaction": True})
+            self.registry.mark(entry, settled=True)
+        else:
+            self.completer.put(entry, outcome)

@@ -1,0 +1,404 @@
+"""The store contract: the one seam between tether's worker and a storage engine.
+
+Invariants every store upholds (the contract suite in ``tests/contract/`` proves them on each):
+
+1. **The claim is the lease grant.** ``claim`` moves due ``pending`` jobs to ``running`` and,
+   in the same atomic write, sets ``locked_by`` (the claiming worker incarnation),
+   ``lease_until`` (store now + ``lease_ttl``) and ``attempt += 1``. No job is ever ``running``
+   without an owner and a lease, and no two claimers ever receive the same (job, attempt).
+2. **Every write about a claimed job is fenced** by its :class:`Lease` — (job id, attempt,
+   owner, token) — *and* ``status = 'running'``. A write whose lease no longer matches
+   changes nothing:
+   a stale heartbeat is reported in :attr:`HeartbeatResult.lost`, a stale outcome in the list
+   ``finish`` returns, a stale checkpoint/progress write returns ``False``. The attempt number is
+   what fences a *self*-zombie: the same worker id re-claiming a job it lost. The ``token``
+   is random per claim (128 bits from the claimer, plus the job id), so the fence cannot be
+   forged by an id that a store hands out again after it lost its data (a Redis restart
+   without persistence): a stale attempt 1 of an old job 1 never matches a new job 1.
+3. **The reaper is one set-based write.** ``reap_expired`` moves every ``running`` job whose
+   ``lease_until < now - stall_grace`` through the normal retry / dead-letter rule in a single
+   statement (or Lua script / transaction). Two reapers at once give the same end state,
+   because the first write moves the row out of ``running``.
+4. **The store's clock decides.** ``now=None`` means the store's own clock (PostgreSQL ``now()``,
+   Redis ``TIME``, SQLite's ``julianday('now')``). Every time-dependent method takes an explicit
+   ``now`` (epoch seconds, float) so tests drive time without patching anything.
+
+Counting rules (shared by ``finish`` and ``reap_expired`` so every path agrees):
+
+* ``attempt`` counts claims and is the fence token; it never goes down.
+* ``failures`` counts handler errors and timeouts; ``stall_count`` counts stalls: leases the
+  reaper took back, and ``stalled`` outcomes (the holder saw the process running the handler
+  die); ``interruptions`` counts leases handed back on shutdown (neither a failure nor a stall).
+* An error retries while ``failures + stall_count < max_attempts`` (after the increment),
+  otherwise the job is ``failed`` (the dead-letter state) with the given reason.
+* A stall (reaped, or a ``stalled`` outcome) retries while ``stall_count < max_stalls`` *and*
+  ``failures + stall_count < max_attempts`` (after the increment), otherwise ``failed`` with
+  reason ``stalled``.
+* A cancel request sticks: an attempt of a job with ``cancel_requested`` that ends by error,
+  timeout, stall (``reap_expired`` or a ``stalled`` outcome) or hand-back (``released``) ends
+  the job ``cancelled`` instead of retrying it (the request is not lost because the attempt
+  happened to end another way). ``done`` still wins: the work was done.
+* Every error record appended to ``errors`` has exactly the keys ``attempt``, ``error``,
+  ``reason``, ``at`` and ``owner`` (the lease's owner), from every path (finish, reap).
+  Error text is stored through :func:`tether._text.clean_error`, so it reads back identically
+  on every store.
+* A reaped, stalled or released job keeps its ``run_at``: it was due when claimed, so it is
+  due again at once *and keeps its place in line*. (Setting ``run_at = now`` would send
+  recovered jobs to the back of a backlog and break the recovery bound under load.)
+
+Payloads, results, checkpoints and progress cross this seam as JSON *text*: the API layer
+encodes once (refusing what JSON cannot carry) and the store never interprets them.
+
+Bad input: every store checks a whole ``enqueue`` batch with :func:`tether._limits.check_jobs`
+before writing any of it, and job ids / page sizes with ``check_job_id`` / ``check_page``, so
+the same ``ValueError`` (or ``TypeError`` for JSON text) comes from every store and a batch is
+all or nothing. A store never lets a driver exception out: ``StoreUnavailable`` when retrying
+may help (connection, read-only node, serialization, resources, shutdown), ``StoreError`` when
+it cannot. Every call is safe to retry: a call whose reply was lost and that is sent again has
+the effect of one call (stores dedup replays of non-idempotent writes by request id, or do
+not replay them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from tether.stores._records import (
+    REAPED_ERROR,
+    STATUSES,
+    TERMINAL,
+    CancelResult,
+    FailureReason,
+    HeartbeatResult,
+    Job,
+    JobFilter,
+    JobStatus,
+    Leadership,
+    Lease,
+    NewJob,
+    Outcome,
+    OutcomeKind,
+    QueueCount,
+    Reaped,
+    RetryResult,
+    ScheduleState,
+    StoreInfo,
+    WorkerInfo,
+)
+
+__all__ = [
+    "REAPED_ERROR",
+    "STATUSES",
+    "TERMINAL",
+    "AsyncProducer",
+    "CancelResult",
+    "FailureReason",
+    "HeartbeatResult",
+    "Job",
+    "JobFilter",
+    "JobStatus",
+    "Leadership",
+    "Lease",
+    "NewJob",
+    "Outcome",
+    "OutcomeKind",
+    "QueueCount",
+    "Reaped",
+    "RetryResult",
+    "ScheduleState",
+    "Store",
+    "StoreInfo",
+    "WorkerInfo",
+]
+
+
+@runtime_checkable
+class Store(Protocol):
+    """One storage engine. Implementations are thread-safe: any method from any thread.
+
+    Errors: :class:`tether._errors.StoreUnavailable` for transient connection trouble (the
+    caller may retry), :class:`tether._errors.JobNotFound` for unknown ids where stated,
+    :class:`tether._errors.SchemaError` for a missing or too-new schema.
+    """
+
+    kind: str
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def migrate(self) -> int:
+        """Create or upgrade the schema; safe when several processes call it at once.
+
+        Returns the schema version now in place.
+        """
+        ...
+
+    def check_schema(self) -> None:
+        """Raise SchemaError when the schema is missing or newer than this code knows."""
+        ...
+
+    def close(self) -> None: ...
+
+    def info(self) -> StoreInfo: ...
+
+    def now(self) -> float:
+        """The store's clock, epoch seconds."""
+        ...
+
+    # -- producers -------------------------------------------------------------------------
+    def enqueue(
+        self, jobs: Sequence[NewJob], *, now: float | None = None,
+        request_id: str | None = None,
+    ) -> list[int]:
+        """Insert jobs in one round trip; ids in input order (existing id on unique_key hit).
+
+        With ``request_id``, a repeat of the call (its reply was lost) within 24 h inserts
+        nothing and returns the same ids."""
+        ...
+
+    def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
+        """pending → cancelled at once ("cancelled"); running → cancel_requested set
+        ("requested", the holder learns it at its next heartbeat); terminal → "finished".
+        Raises JobNotFound for an unknown id."""
+        ...
+
+    def retry_failed(
+        self, job_ids: Sequence[int] | None, *, now: float | None = None
+    ) -> RetryResult:
+        """Dead-letter retry: ``failed`` → ``pending`` due now, with ``failures``,
+        ``stall_count``, ``failure_reason`` and ``cancel_requested`` reset (``attempt`` stays:
+        it is the fence). ``None`` retries every failed job. A job whose ``unique_key`` is
+        held by a live job stays failed and is listed in ``conflicts``."""
+        ...
+
+    # -- the lease protocol ------------------------------------------------------------------
+    def claim(
+        self,
+        owner: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_ttl: float,
+        *,
+        now: float | None = None,
+        request_id: str | None = None,
+    ) -> list[Job]:
+        """Claim up to ``limit`` due pending jobs of ``queues`` in one atomic write.
+
+        ``request_id`` (32 hex characters, drawn by the store when None) is the nonce of the
+        claimed jobs' lease tokens: a repeat of the call with the same id returns the jobs
+        still running under it and claims nothing more, so a lost reply orphans nothing.
+        A repeat of a claim that granted nothing may claim afresh (nothing was orphaned, so
+        a store need not record empty claims).
+
+        Order: priority, then run_at, then id. Claimed rows get status running,
+        ``locked_by = owner``, ``lease_until = now + lease_ttl``, ``attempt += 1``,
+        ``started_at = now``, ``cancel_requested = false``. Returned jobs show the new values.
+        """
+        ...
+
+    def heartbeat(
+        self,
+        owner: str,
+        leases: Sequence[Lease],
+        lease_ttl: float,
+        *,
+        now: float | None = None,
+    ) -> HeartbeatResult:
+        """Renew every matching lease to ``now + lease_ttl`` in one statement (round trip).
+
+        Also records that worker ``owner`` was seen at ``now`` (its workers row), in the same
+        round trip. An empty ``leases`` only touches the worker row.
+        """
+        ...
+
+    def finish(self, outcomes: Sequence[Outcome], *, now: float | None = None) -> list[Lease]:
+        """Apply outcomes in one round trip, each fenced; return the leases that were rejected."""
+        ...
+
+    def save_checkpoint(self, lease: Lease, checkpoint: str, *, now: float | None = None) -> bool:
+        """Fenced; the next attempt of the job reads it. False when the lease is stale."""
+        ...
+
+    def set_progress(self, lease: Lease, progress: str, *, now: float | None = None) -> bool:
+        """Fenced like save_checkpoint."""
+        ...
+
+    def reap_expired(
+        self, stall_grace: float = 0.0, *, now: float | None = None, limit: int = 1000
+    ) -> list[Reaped]:
+        """Take back at most ``limit`` running jobs whose ``lease_until < now - stall_grace``
+        in one set-based write, by the stall rule in this module's docstring. The error text is
+        :data:`REAPED_ERROR`, ``failure_reason`` (when failed) is ``stalled``."""
+        ...
+
+    def next_lease_expiry(self) -> float | None:
+        """Earliest ``lease_until`` among running jobs, or None; lets the reaper sleep exactly."""
+        ...
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until a job may be due in ``queues`` (enqueue,
+        release, reap). True when woken early. Spurious wake-ups are allowed; a missed
+        notification only costs latency because callers poll on timeout."""
+        ...
+
+    def notify(self, queues: Sequence[str]) -> None:
+        """Wake waiters of ``queues`` (used after reaping or handing leases back)."""
+        ...
+
+    # -- maintenance -------------------------------------------------------------------------
+    def prune(
+        self, status: JobStatus, older_than: float, *, now: float | None = None, limit: int = 1000
+    ) -> int:
+        """Delete at most ``limit`` jobs in terminal ``status`` finished before
+        ``now - older_than``. Returns how many went."""
+        ...
+
+    def housekeeping(self) -> str | None:
+        """Keep the hot paths fast while history churns; cheap when nothing is due.
+
+        PostgreSQL: VACUUM the jobs table once its dead row versions pass a threshold. Every
+        claim leaves a dead entry at the *front* of the claim index, which only VACUUM
+        removes, and autovacuum visits at most once a minute: without this, a drain of a
+        million jobs slows each claim down linearly. SQLite and Redis remove index entries at
+        once and do nothing here. Returns what was done, or None.
+        """
+        ...
+
+    def leader_acquire(
+        self, name: str, holder: str, ttl: float, *, now: float | None = None
+    ) -> Leadership | None:
+        """Take leadership of ``name`` when nobody holds it or the holder's lease expired:
+        insert-if-absent-or-expired, ``term += 1``. Returns None when someone else holds it.
+        (A holder that still holds it is not a new acquisition: it must ``leader_renew``.)"""
+        ...
+
+    def leader_renew(
+        self, name: str, holder: str, term: int, ttl: float, *, now: float | None = None
+    ) -> Leadership | None:
+        """Extend the lease to now + ttl iff (holder, term) still hold it and it has not
+        expired. None when leadership is lost."""
+        ...
+
+    def leader_release(self, name: str, holder: str, term: int) -> bool:
+        """Give up leadership iff (holder, term) still hold it. True when released."""
+        ...
+
+    def leader_get(self, name: str) -> Leadership | None:
+        """The current holder of ``name`` (a plain read), expired or not; None when nobody
+        holds it (never acquired, or released). Lets maintainers that do not lead compare
+        their settings with the leader's (the holder string carries them)."""
+        ...
+
+    # -- inspection --------------------------------------------------------------------------
+    def get_job(self, job_id: int) -> Job | None: ...
+
+    def list_jobs(
+        self,
+        *,
+        status: JobStatus | None = None,
+        queue: str | None = None,
+        after_id: int | None = None,
+        limit: int = 100,
+    ) -> list[Job]:
+        """Jobs in ascending id order with id > after_id (keyset pagination).
+
+        ``limit`` must be 1..MAX_PAGE (ValueError otherwise, on every store)."""
+        ...
+
+    def counts(self) -> list[QueueCount]:
+        """Number of jobs per (queue, status); zero counts may be omitted."""
+        ...
+
+    def register_worker(self, worker: WorkerInfo, *, now: float | None = None) -> None:
+        """Insert a worker row (started_at = last_seen = now), or refresh one: registering
+        an id again keeps its ``started_at`` and updates everything else."""
+        ...
+
+    def unregister_worker(self, worker_id: str) -> None: ...
+
+    def list_workers(self) -> list[WorkerInfo]: ...
+
+    # -- operations (issue #11): additive; nothing on the lease hot path uses them ------------
+    def search_jobs(
+        self, filter: JobFilter, *, cursor: int | None = None, limit: int = 100
+    ) -> list[Job]:
+        """Jobs matching ``filter`` in id order (descending when ``newest_first``), keyset
+        paginated: only ids below ``cursor`` (descending) or above it (ascending).
+        ``limit`` must be 1..MAX_PAGE (ValueError otherwise)."""
+        ...
+
+    def purge(self, queue: str, statuses: Sequence[JobStatus]) -> int:
+        """Delete every job of ``queue`` in ``statuses`` (pending and terminal states only:
+        ValueError for ``running``, whose holder's lease stands). Frees their unique keys.
+        Returns how many went."""
+        ...
+
+    def pause_queue(self, queue: str) -> bool:
+        """Mark ``queue`` paused (workers stop claiming from it; running jobs go on).
+        True when it was not paused before."""
+        ...
+
+    def resume_queue(self, queue: str) -> bool:
+        """Un-pause ``queue``; True when it was paused. Wakes the queue's workers."""
+        ...
+
+    def paused_queues(self) -> list[str]:
+        """The paused queues, sorted."""
+        ...
+
+    def delete_dead_workers(self, older_than: float, *, now: float | None = None) -> int:
+        """Delete worker rows last seen before ``now - older_than`` (workers that died
+        without unregistering). Returns how many went."""
+        ...
+
+    def leader(self, name: str, *, now: float | None = None) -> Leadership | None:
+        """Who holds leadership of ``name`` now (None when nobody or the lease ran out)."""
+        ...
+
+    # -- developer experience (issue #12): additive; off the lease hot path ------------------
+    def schedule_tick(
+        self, name: str, tick: float, job: NewJob | None, *, now: float | None = None
+    ) -> int | None:
+        """Record ``tick`` of periodic schedule ``name`` and enqueue ``job`` for it, in one
+        atomic write, iff no tick ``>= tick`` is recorded for ``name`` yet. Returns the new
+        job's id, or None when the tick (or a later one) was already recorded: a leader that
+        was paused mid-tick, or a replay of a call whose reply was lost, enqueues nothing.
+        ``job=None`` records the tick without a job (a skipped tick, or where a new schedule
+        starts). The job goes through ``enqueue``'s rules (unique_key, validation)."""
+        ...
+
+    def schedules(self) -> list[ScheduleState]:
+        """Every schedule the store has a tick for, sorted by name."""
+        ...
+
+    def wait_for_finish(self, job_ids: Sequence[int], timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until one of ``job_ids`` may have become terminal.
+        True when woken early. PostgreSQL and Redis are woken by a notification from
+        ``finish``/``cancel``/``reap_expired``; SQLite by a short poll. Spurious wake-ups are
+        allowed; callers re-read the job."""
+        ...
+
+    def async_producer(self) -> AsyncProducer:
+        """The store's producer side for ``asyncio`` callers: native async drivers where they
+        exist (psycopg's async connection, ``redis.asyncio``), a worker thread otherwise.
+        Made on first call and kept; closed by ``close``."""
+        ...
+
+
+@runtime_checkable
+class AsyncProducer(Protocol):
+    """The producer half of a store for event loops: never blocks the caller's loop.
+
+    Same semantics, limits and errors as the :class:`Store` methods of the same names.
+    """
+
+    async def enqueue(
+        self, jobs: Sequence[NewJob], *, request_id: str | None = None, conn: Any = None
+    ) -> list[int]: ...
+
+    async def get_job(self, job_id: int) -> Job | None: ...
+
+    async def cancel(self, job_id: int) -> CancelResult: ...
+
+    async def wait_for_finish(self, job_ids: Sequence[int], timeout: float) -> bool: ...
+
+    async def aclose(self) -> None: ...

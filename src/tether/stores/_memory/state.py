@@ -1,0 +1,174 @@
+"""The data behind ``memory://NAME``: one :class:`Shared` per name and process.
+
+Invariants:
+
+* **One lock orders everything.** Every read and write of a :class:`Shared` happens under its
+  ``lock``, so each store method is one atomic step, as a single SQL statement or Lua script
+  is on the other stores: a claim is the lease grant, two reapers give one end state, and no
+  two claimers ever receive the same (job, attempt).
+* **Rows are immutable snapshots.** A job is held as a frozen :class:`Job` record and replaced
+  whole on every change (:meth:`Shared.put`), so what a method hands out can never change
+  under its caller, and the indexes (due-order candidates, running jobs, live unique keys)
+  are kept in step with the row in one place.
+* **Every change bumps ``generation``** and wakes every waiter: ``wait_for_jobs`` and
+  ``wait_for_finish`` are woken by the change itself, never by a poll. Async waiters register
+  a callback that is called (non-blocking) on each bump.
+* **Stores of one name share one Shared** (``memory://NAME`` in one process, like connections
+  to one database); the data lives while a store of that name is open. ``memory://`` alone
+  gets a Shared of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from tether import _clock as clock
+from tether._errors import SchemaError, StoreError
+from tether.stores._contract import Job, Leadership, NewJob, ScheduleState, WorkerInfo
+
+SCHEMA_VERSION = 1
+#: How long a request id protects a call against replays (base contract: 24 h).
+REQUEST_TTL = 86_400.0
+LIVE = frozenset({"pending", "running"})
+
+
+class Shared:
+    """Tables of one in-memory database. Only touch them inside :meth:`tx` (or ``lock``)."""
+
+    def __init__(self, name: str | None) -> None:
+        self.name = name
+        self.lock = threading.Condition(threading.RLock())
+        self.generation = 0
+        self.version = 0  # 0: never migrated (check_schema raises, like an empty database)
+        self.offset = 0.0  # seconds added to the wall clock (MemoryStore.advance)
+        self.next_id = 1
+        #: In ascending id order: ids only grow, rows are inserted once and replaced in place
+        #: (a dict keeps a key's position), so listings need no sort.
+        self.jobs: dict[int, Job] = {}
+        #: queue -> {job id: (priority, run_at, id)} of pending jobs: the claim's candidates.
+        self.pending: dict[str, dict[int, tuple[int, float, int]]] = {}
+        self.running: set[int] = set()
+        self.live_keys: dict[str, int] = {}  # unique_key -> its live (pending/running) job
+        self.requests: dict[tuple[str, str], tuple[list[int], float]] = {}
+        self.leaders: dict[str, tuple[str | None, int, float]] = {}
+        self.workers: dict[str, WorkerInfo] = {}
+        self.paused: dict[str, float] = {}
+        self.schedules: dict[str, ScheduleState] = {}
+        self._watchers: list[Callable[[], None]] = []
+
+    # -- time ------------------------------------------------------------------------------
+    def now(self, now: float | None = None) -> float:
+        """The caller's explicit time, else the store's clock: ``tether._clock`` plus the
+        offset ``advance`` added (shared by every store of the name, like a server clock)."""
+        return float(now) if now is not None else clock.wall() + self.offset
+
+    # -- transactions ----------------------------------------------------------------------
+    @contextmanager
+    def tx(self, *, migrated: bool = True) -> Iterator[Shared]:
+        """Hold the lock for one store call; a call that changed data bumps ``generation``
+        (callers say so with :meth:`changed`)."""
+        with self.lock:
+            if migrated and self.version == 0:
+                raise SchemaError("the memory store has no schema yet; run migrate()")
+            yield self
+
+    def changed(self) -> None:
+        """Wake every waiter (call with the lock held)."""
+        self.generation += 1
+        self.lock.notify_all()
+        for watcher in list(self._watchers):
+            watcher()
+
+    def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` (it must not block) on every change; returns the unsubscriber."""
+        with self.lock:
+            self._watchers.append(callback)
+
+        def unwatch() -> None:
+            with self.lock:
+                if callback in self._watchers:
+                    self._watchers.remove(callback)
+
+        return unwatch
+
+    # -- rows and indexes ------------------------------------------------------------------
+    def new_id(self) -> int:
+        job_id = self.next_id
+        self.next_id += 1
+        return job_id
+
+    def insert(self, new: NewJob, t: float) -> int:
+        """Enqueue one job at store time ``t``: the id of the live job holding its unique key,
+        or of the new pending row."""
+        if new.unique_key is not None and new.unique_key in self.live_keys:
+            return self.live_keys[new.unique_key]
+        job = Job(
+            id=self.new_id(), task=new.task, queue=new.queue, payload=new.payload,
+            status="pending", priority=new.priority,
+            run_at=float(new.run_at) if new.run_at is not None else t + float(new.delay),
+            attempt=0, max_attempts=new.max_attempts, failures=0, stall_count=0,
+            max_stalls=new.max_stalls, interruptions=0, locked_by=None, lease_until=None,
+            created_at=t, started_at=None, finished_at=None, last_error=None,
+            failure_reason=None, result=None, checkpoint=None, progress=None,
+            unique_key=new.unique_key, cancel_requested=False, errors="[]", lease_token=None)
+        self.put(job)
+        return job.id
+
+    def put(self, job: Job) -> None:
+        """Insert or replace a row, keeping every index in step with it."""
+        old = self.jobs.get(job.id)
+        if old is not None:
+            self._unindex(old)
+        self.jobs[job.id] = job
+        if job.status == "pending":
+            self.pending.setdefault(job.queue, {})[job.id] = (job.priority, job.run_at, job.id)
+        elif job.status == "running":
+            self.running.add(job.id)
+        if job.status in LIVE and job.unique_key is not None:
+            self.live_keys[job.unique_key] = job.id
+
+    def delete(self, job_id: int) -> None:
+        old = self.jobs.pop(job_id, None)
+        if old is not None:
+            self._unindex(old)
+
+    def _unindex(self, job: Job) -> None:
+        queue = self.pending.get(job.queue)
+        if queue is not None:
+            queue.pop(job.id, None)
+            if not queue:
+                del self.pending[job.queue]
+        self.running.discard(job.id)
+        if job.unique_key is not None and self.live_keys.get(job.unique_key) == job.id:
+            del self.live_keys[job.unique_key]
+
+    def leader_row(self, name: str, now: float) -> Leadership | None:
+        """The unexpired holder of ``name`` (None when released, expired or never held)."""
+        row = self.leaders.get(name)
+        if row is None or row[0] is None or row[2] <= now:
+            return None
+        return Leadership(name, row[0], row[1], row[2])
+
+
+_NAMED: weakref.WeakValueDictionary[str, Shared] = weakref.WeakValueDictionary()
+_NAMED_LOCK = threading.Lock()
+
+
+def shared_for(name: str | None) -> Shared:
+    """The Shared of ``name`` (made on first use; kept while a store holds it), or a private
+    one for None."""
+    if name is None:
+        return Shared(None)
+    with _NAMED_LOCK:
+        found = _NAMED.get(name)
+        if found is None:
+            found = Shared(name)
+            _NAMED[name] = found
+        return found
+
+
+def closed_error() -> StoreError:
+    return StoreError("the memory store is closed")

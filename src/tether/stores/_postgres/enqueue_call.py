@@ -1,0 +1,81 @@
+"""Which statement an enqueue runs and with what parameters: shared by the sync store and the
+async producer, so both send the same SQL and write the same request-id replay record.
+
+Checks the batch first (:func:`tether._limits.check_jobs`, the request id), so both raise the
+same ValueError before anything is sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tether import _limits as limits
+from tether.stores._contract import NewJob
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueCall:
+    """``name`` with ``params``; result row ``slot[i]`` is the id of input job ``i``."""
+
+    name: str
+    params: dict[str, Any]
+    slot: list[int] | None  # None: one row per input job, in order
+
+
+def enqueue_call(
+    jobs: Sequence[NewJob], *, now: float | None, channel: str, request_id: str | None,
+    jobs_key: int, gate: bool
+) -> EnqueueCall | None:
+    """None for an empty batch (nothing to send). ``gate``: the statement may skip its NOTIFY
+    when no worker waits (``jobs_key``, see producers.sql); false inside a caller's
+    transaction, where the key would be held until the caller commits."""
+    limits.check_jobs(jobs)
+    if request_id is not None:
+        limits.check_text(request_id, "request_id", limit=limits.MAX_NAME)
+    if not jobs:
+        return None
+    base: dict[str, Any] = {"now": now, "channel": channel, "request_id": request_id,
+                            "jobs_key": jobs_key, "gate": gate}
+    if len(jobs) == 1 and jobs[0].unique_key is None:
+        job = jobs[0]
+        params = {**base, "task": job.task, "payload": job.payload, "queue": job.queue,
+                  "priority": job.priority, "run_at": job.run_at,
+                  "delay": float(job.delay), "max_attempts": job.max_attempts,
+                  "max_stalls": job.max_stalls}
+        return EnqueueCall("enqueue_one", params, None)
+    # Repeated unique_keys within the batch fold onto their first occurrence here, so the
+    # statement's ON CONFLICT never meets the same key twice.
+    first: dict[str, int] = {}
+    sent: list[NewJob] = []
+    slot: list[int] = []
+    for job in jobs:
+        if job.unique_key is not None and job.unique_key in first:
+            slot.append(first[job.unique_key])
+            continue
+        if job.unique_key is not None:
+            first[job.unique_key] = len(sent)
+        slot.append(len(sent))
+        sent.append(job)
+    params = {
+        **base,
+        "tasks": [j.task for j in sent],
+        "payloads": [j.payload for j in sent],
+        "queues": [j.queue for j in sent],
+        "priorities": [j.priority for j in sent],
+        "run_ats": [j.run_at for j in sent],
+        "delays": [float(j.delay) for j in sent],
+        "max_attempts": [j.max_attempts for j in sent],
+        "max_stalls": [j.max_stalls for j in sent],
+        "unique_keys": [j.unique_key for j in sent],
+    }
+    return EnqueueCall("enqueue", params, slot)
+
+
+def ids_of(call: EnqueueCall, rows: list[tuple[Any, ...]]) -> list[int]:
+    ids = [int(row[0]) for row in rows]
+    return ids if call.slot is None else [ids[i] for i in call.slot]
+
+
+__all__ = ["EnqueueCall", "enqueue_call", "ids_of"]

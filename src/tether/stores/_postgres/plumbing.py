@@ -1,0 +1,89 @@
+"""What every PostgreSQL store method stands on: the connector, the statements bound to the
+store's schema, and running one named statement with driver errors mapped.
+
+Statements run on a pool connection (autocommit: one statement, one transaction), or on a
+caller's connection inside the caller's transaction, never committing it (``conn=``, the
+outbox pattern). A statement that failed on a race that a fresh snapshot resolves is run
+again, on our own connections only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+
+from tether._errors import StoreError, StoreUnavailable
+from tether.stores._postgres import statements
+from tether.stores._postgres.connection import Conn, Connector
+
+#: Statements that hit a race they cannot see (SQLSTATE 40001 / a concurrent unique key) are
+#: run this many times in all before the caller is told to retry.
+RACE_RETRIES = 5
+Row = tuple[Any, ...]
+
+
+class Plumbing:
+    """The connection side of :class:`~tether.stores._postgres.store.PostgresStore`."""
+
+    def __init__(self, url: str, **options: Any) -> None:
+        self._connector = Connector(url, **options)
+        self.url = url
+        self.schema = self._connector.schema
+        self.channel = self._connector.channel
+        self.done_channel = self._connector.done_channel
+        self.done_key = self._connector.done_key
+        self.application_name = self._connector.application_name
+        self.queries = statements.for_schema(self.schema)
+
+    def _rows(self, name: str, params: dict[str, Any], conn: Conn | None = None) -> list[Row]:
+        """Run one named statement on a pool connection, or on the caller's (inside its
+        transaction, never committing it), with driver errors mapped."""
+        with self._connector.connection(conn) as used:
+            return used.execute(self.queries[name], params).fetchall()
+
+    def _one(self, name: str, params: dict[str, Any]) -> Row | None:
+        rows = self._rows(name, params)
+        return rows[0] if rows else None
+
+    def _retrying(self, name: str, params: dict[str, Any], conn: Conn | None,
+                  is_race: Callable[[psycopg.Error], bool]) -> list[Row]:
+        """``_rows``, run again when it failed on a race a fresh snapshot resolves. Only on
+        our own connections: a caller's transaction is aborted by the failure, and the caller
+        gets StoreUnavailable (retry the transaction)."""
+        for attempt in range(RACE_RETRIES):
+            try:
+                return self._rows(name, params, conn)
+            except StoreError as exc:
+                cause = exc.__cause__
+                if not isinstance(cause, psycopg.Error) or not is_race(cause):
+                    raise
+                if conn is not None or attempt == RACE_RETRIES - 1:
+                    raise StoreUnavailable(f"{exc} (a concurrent write raced this one; "
+                                           "retry)") from cause
+        raise AssertionError("unreachable")
+
+    @contextmanager
+    def transaction(self) -> Iterator[Conn]:
+        """A pool connection inside a transaction: commit on success, rollback on error.
+
+        Pass it as ``conn=`` to :meth:`enqueue` / :meth:`finish` to make them part of the
+        caller's own writes. It keeps the user's search_path, and errors of the caller's own
+        statements reach the caller unchanged."""
+        with self._connector.transaction() as conn:
+            yield conn
+
+
+def race(exc: psycopg.Error) -> bool:
+    """A failure that running the statement again with a fresh snapshot resolves: a unique
+    key committed concurrently (unique_key_race, SQLSTATE 40001), a concurrent call with the
+    same request id, or a live job taking a key that a dead-letter retry meant to restore."""
+    if exc.sqlstate == "40001":
+        return True
+    return exc.sqlstate == "23505" and exc.diag.constraint_name in (
+        "requests_pkey", "jobs_unique_key_idx")
+
+
+__all__ = ["RACE_RETRIES", "Plumbing", "Row", "race"]

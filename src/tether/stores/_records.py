@@ -1,0 +1,284 @@
+"""The records that cross the store seam: frozen dataclasses in and out, and the literal types.
+
+They are values, not behaviour: every rule about how a store changes them is stated once, in
+:mod:`tether.stores._contract` (the contract), and proved by ``tests/contract/``. Payloads, results,
+checkpoints and progress are JSON *text* here; only the decoded views on :class:`Job` parse it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+JobStatus = Literal["pending", "running", "done", "failed", "cancelled"]
+FailureReason = Literal[
+    "error", "stalled", "timeout", "unknown_task", "bad_arguments", "bad_result"
+]
+OutcomeKind = Literal["done", "error", "dead", "cancelled", "released", "stalled"]
+CancelResult = Literal["cancelled", "requested", "finished"]
+
+STATUSES: tuple[JobStatus, ...] = ("pending", "running", "done", "failed", "cancelled")
+TERMINAL: frozenset[str] = frozenset({"done", "failed", "cancelled"})
+REAPED_ERROR = "worker lease expired"
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job to enqueue. ``payload`` is JSON text of ``[args, kwargs]``.
+
+    Due time: ``run_at`` (epoch seconds) when given, else store now + ``delay``.
+    ``priority``: smaller runs first (0 is the default, negative is more urgent).
+    ``unique_key``: while a non-terminal job with the same key exists, enqueue returns that
+    job's id instead of inserting (also within one batch: the first occurrence wins).
+    """
+
+    task: str
+    payload: str = "[[], {}]"
+    queue: str = "default"
+    priority: int = 0
+    run_at: float | None = None
+    delay: float = 0.0
+    max_attempts: int = 5
+    max_stalls: int = 3
+    unique_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The fence token of one claim. Every write about a running job carries one.
+
+    ``(job_id, attempt)`` is the user's dedup key; ``token`` is unique per claim across store
+    incarnations (see invariant 2), so an id reused after data loss cannot match.
+    """
+
+    job_id: int
+    attempt: int
+    owner: str
+    token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A snapshot of one job row. Times are epoch seconds (float) or None."""
+
+    id: int
+    task: str
+    queue: str
+    payload: str
+    status: JobStatus
+    priority: int
+    run_at: float
+    attempt: int
+    max_attempts: int
+    failures: int
+    stall_count: int
+    max_stalls: int
+    interruptions: int
+    locked_by: str | None
+    lease_until: float | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    last_error: str | None
+    failure_reason: str | None
+    result: str | None
+    checkpoint: str | None
+    progress: str | None
+    unique_key: str | None
+    cancel_requested: bool
+    #: JSON text of a list of ``{"attempt", "error", "reason", "at", "owner"}`` records,
+    #: oldest first.
+    errors: str = "[]"
+    #: The claim's random token (None unless running); part of :attr:`lease`.
+    lease_token: str | None = None
+
+    # Decoded views for users of ``App.get_job``; the fields stay JSON text across the seam.
+    @property
+    def args(self) -> list[Any]:
+        value: list[Any] = json.loads(self.payload)[0]
+        return value
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.payload)[1]
+        return value
+
+    @property
+    def result_value(self) -> Any:
+        """The handler's return value (None until done)."""
+        return None if self.result is None else json.loads(self.result)
+
+    @property
+    def error_history(self) -> list[dict[str, Any]]:
+        """One record per failed, stalled or interrupted attempt, oldest first."""
+        value: list[dict[str, Any]] = json.loads(self.errors)
+        return value
+
+    @property
+    def lease(self) -> Lease:
+        """The fence token of the current claim; only meaningful while ``running``."""
+        if self.locked_by is None:
+            raise ValueError(f"job {self.id} is {self.status}, it holds no lease")
+        return Lease(self.id, self.attempt, self.locked_by, self.lease_token or "")
+
+
+#: The slot setters of Job, in field order (see :func:`job_of`).
+_JOB_SETTERS = tuple(getattr(Job, f.name).__set__ for f in fields(Job))
+_new = object.__new__
+
+
+def job_of(values: Sequence[Any]) -> Job:
+    """``Job(*values)`` for a full row (every field, in order), built without the frozen
+    dataclass ``__init__``: that sets each of the 27 fields through ``object.__setattr__``,
+    and a claim builds one Job per job on the worker's hot path. Same object, equal to
+    ``Job(*values)``; a row of the wrong length is refused as ``Job(*values)`` would."""
+    if len(values) != len(_JOB_SETTERS):
+        return Job(*values)  # raises the usual TypeError
+    job: Job = _new(Job)
+    for set_field, value in zip(_JOB_SETTERS, values, strict=True):
+        set_field(job, value)
+    return job
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one attempt ended, reported by its holder.
+
+    * ``done``: result (JSON text) stored, job ``done``.
+    * ``error``: ``failures += 1``; back to ``pending`` at store now + ``retry_delay`` while the
+      attempt budget lasts, else ``failed`` with ``reason`` (``error`` or ``timeout``).
+    * ``dead``: ``failures += 1`` and ``failed`` at once with ``reason`` (no retry).
+    * ``cancelled``: job ``cancelled``.
+    * ``released``: lease handed back (shutdown, or a task this worker does not know):
+      ``pending``, ``interruptions += 1``, neither a failure nor a stall. ``run_at`` is kept
+      (due at once, first in line) when ``retry_delay`` is 0, else store now + retry_delay.
+    * ``stalled``: the process running the handler died mid-attempt (a process-pool child that
+      crashed), reported by its holder at once instead of waiting for the lease to expire.
+      Exactly the reaper's stall rule: ``stall_count += 1``; ``pending`` with ``run_at``
+      unchanged while ``stall_count < max_stalls`` and ``failures + stall_count <
+      max_attempts`` (after the increment), else ``failed`` with ``reason`` (default
+      ``stalled``). ``failures`` is unchanged. A cancel request sticks (``cancelled``).
+
+    A batch is fenced outcome by outcome: a stale outcome next to the valid one for the same
+    job is rejected and the valid one applied. The same outcome twice in one batch counts
+    once and is reported like the first.
+
+    Every kind records ``error`` (when given) in ``last_error`` and appends it to ``errors``,
+    clears ``locked_by``/``lease_until`` and sets ``finished_at`` when the job became terminal.
+    """
+
+    lease: Lease
+    kind: OutcomeKind
+    result: str | None = None
+    error: str | None = None
+    reason: FailureReason | None = None
+    retry_delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    """What one batched heartbeat learned.
+
+    ``lost``: leases that matched no running row (reaped, re-claimed, finished or cancelled by
+    someone else); their holder must stop the handler. ``cancel_requested``: leases still held
+    whose job was asked to cancel (``cancel`` on a running job).
+    """
+
+    lost: frozenset[Lease] = frozenset()
+    cancel_requested: frozenset[Lease] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Reaped:
+    """One job the reaper took back: its old lease, and where it went (pending or failed)."""
+
+    job_id: int
+    attempt: int
+    owner: str
+    status: JobStatus
+    stall_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class RetryResult:
+    """What a dead-letter retry did.
+
+    ``conflicts``: failed jobs left ``failed`` because their ``unique_key`` is now held by a
+    live (pending or running) job: retrying them would make two live jobs with one key.
+    """
+
+    retried: int
+    conflicts: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCount:
+    queue: str
+    status: JobStatus
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker incarnation. ``id`` is fresh per process start; host and pid are for display."""
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    concurrency: int
+    started_at: float = 0.0
+    last_seen: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Leadership:
+    """A held leader lease. ``term`` grows by one on every acquisition of ``name``."""
+
+    name: str
+    holder: str
+    term: int
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class StoreInfo:
+    """What a store tells about itself, for ``tether stats`` and docs."""
+
+    kind: str
+    url: str
+    schema_version: int
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    """What :meth:`Store.search_jobs` selects; ``None`` means any.
+
+    ``since``: created at or after this epoch second. ``newest_first``: descending id order
+    (the order people read job lists in); ascending otherwise.
+    """
+
+    status: JobStatus | None = None
+    queue: str | None = None
+    task: str | None = None
+    since: float | None = None
+    newest_first: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleState:
+    """What the store remembers of one periodic schedule (issue #12).
+
+    ``last_tick``: the latest tick (epoch seconds) recorded for it, by an enqueue or a skip;
+    ``last_job_id``: the job enqueued for the latest enqueued tick (None when none yet);
+    ``updated_at``: store time of that write. The store, not a leader's memory, is what makes
+    "one job per (schedule, tick)" hold across leader changes.
+    """
+
+    name: str
+    last_tick: float
+    last_job_id: int | None
+    updated_at: float

@@ -1,0 +1,102 @@
+-- finish(batch): apply every outcome of a batch in one script, each fenced on its own by
+-- (id, attempt, owner, token, status running): a stale outcome next to the valid one for the
+-- same job is rejected and the valid one applied, in batch order.
+-- Replays: an outcome that was applied already (row no longer running, same attempt, owner
+-- and token, and the same outcome: finish keeps the token and a digest of the applied
+-- outcome in lease_outcome for this) is neither applied again nor reported rejected. That
+-- covers a finish whose reply was lost and that is sent again, and the exact same outcome
+-- twice in one batch; any other outcome of a claim that already ended is rejected.
+-- Counting rules are those of tether.stores._contract (shared with reap.lua):
+--   done / cancelled -> terminal; released -> pending, interruptions + 1, run_at unchanged
+--   (due at once, first in line) unless retry_delay > 0 (then now + retry_delay);
+--   error -> failures + 1, pending at now + retry_delay while failures + stall_count <
+--   max_attempts, else failed; dead -> failures + 1 and failed at once;
+--   stalled -> stall_count + 1, pending with run_at unchanged while stall_count < max_stalls
+--   and failures + stall_count < max_attempts (the rule of reap.lua), else failed.
+--   A cancel request sticks: error, stalled and released end the job 'cancelled' instead of
+--   pending or failed-by-budget; done stays done, dead stays failed.
+-- Error records carry the lease's owner and the reason (given, else by kind).
+-- ARGV: P, now|'', then per outcome 11 fields:
+--   id, attempt, owner, token, kind, has_result, result, has_error, error, reason|'',
+--   retry_delay
+-- The ids that ended (done, failed, cancelled) are published on P:done (announce, _lib.lua).
+-- Returns the 1-based positions of rejected outcomes.
+local now, now_s = clock(ARGV[2])
+local rejected, woken = {}, {}
+local DEFAULT_REASON = {error = 'error', dead = 'error', released = 'released',
+  cancelled = 'cancelled', stalled = 'stalled'}
+local n = 0
+for i = 3, #ARGV, 11 do
+  n = n + 1
+  local id, attempt, owner, token, kind = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
+    ARGV[i + 4]
+  local digest = redis.sha1hex(table.concat({kind, ARGV[i + 5], ARGV[i + 6], ARGV[i + 7],
+    ARGV[i + 8], ARGV[i + 9], ARGV[i + 10]}, '\n'))
+  local v = fenced(id, attempt, owner, token)
+  if not v then
+    if not applied(id, attempt, owner, token, digest) then rejected[#rejected + 1] = n end
+  else
+    local k = jk(id)
+    redis.call('HSET', k, 'lease_outcome', digest)
+    local q, prio, ukey = v[4], v[5], v[10]
+    local cancel = v[11] == '1'
+    local reason = ARGV[i + 9]
+    if reason == '' then reason = DEFAULT_REASON[kind] end
+    if ARGV[i + 7] == '1' then add_error(id, attempt, ARGV[i + 8], reason, now_s, owner) end
+    unlock(id)
+    local delay = tonumber(ARGV[i + 10])
+    if kind == 'done' then
+      if ARGV[i + 5] == '1' then redis.call('HSET', k, 'result', ARGV[i + 6]) end
+      terminate(id, q, 'running', 'done', now, now_s, ukey)
+    elseif kind == 'cancelled' then
+      terminate(id, q, 'running', 'cancelled', now, now_s, ukey)
+    elseif kind == 'released' then
+      redis.call('HINCRBY', k, 'interruptions', 1)
+      if cancel then
+        terminate(id, q, 'running', 'cancelled', now, now_s, ukey)
+      else
+        local run_at = tonumber(v[12])
+        if delay > 0 then
+          run_at = now + delay
+          redis.call('HSET', k, 'run_at', fmt(run_at))
+        end
+        redis.call('HSET', k, 'status', 'pending')
+        move_idx(id, q, 'running', 'pending')
+        add_pending(id, q, prio, run_at)
+        woken[q] = true
+      end
+    elseif kind == 'stalled' then
+      local stalls = tonumber(v[7]) + 1
+      redis.call('HSET', k, 'stall_count', stalls)
+      if cancel then
+        terminate(id, q, 'running', 'cancelled', now, now_s, ukey)
+      elseif stalls < tonumber(v[9]) and tonumber(v[6]) + stalls < tonumber(v[8]) then
+        redis.call('HSET', k, 'status', 'pending')
+        move_idx(id, q, 'running', 'pending')
+        add_pending(id, q, prio, tonumber(v[12]))
+        woken[q] = true
+      else
+        redis.call('HSET', k, 'failure_reason', reason)
+        terminate(id, q, 'running', 'failed', now, now_s, ukey)
+      end
+    else
+      local failures = tonumber(v[6]) + 1
+      redis.call('HSET', k, 'failures', failures)
+      if kind == 'error' and cancel then
+        terminate(id, q, 'running', 'cancelled', now, now_s, ukey)
+      elseif kind == 'error' and failures + tonumber(v[7]) < tonumber(v[8]) then
+        local run_at = now + delay
+        redis.call('HSET', k, 'status', 'pending', 'run_at', fmt(run_at))
+        move_idx(id, q, 'running', 'pending')
+        add_pending(id, q, prio, run_at)
+        woken[q] = true
+      else
+        redis.call('HSET', k, 'failure_reason', reason or 'error')
+        terminate(id, q, 'running', 'failed', now, now_s, ukey)
+      end
+    end
+  end
+end
+wake(woken)
+announce()
+return rejected

@@ -1,0 +1,125 @@
+"""Encoding between tether's dataclasses and the Redis store's script arguments / replies.
+
+Times cross as text: Python's ``repr(float)`` round-trips exactly and the scripts store given
+times verbatim (see ``_lib.lua``). An absent hash field means ``None``. A hash that does not
+decode (edited by hand, or half-written by a foreign tool) raises ``StoreError`` naming the
+job, never a raw ``KeyError``/``ValueError`` from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, cast
+
+from tether._errors import StoreError
+from tether._text import clean_error
+from tether.stores._contract import Job, JobStatus, Lease, NewJob, Outcome
+
+ENQUEUE_FIELDS = 10
+FINISH_FIELDS = 11
+
+
+def now_arg(now: float | None) -> str:
+    """The ``now`` argument of a script: '' lets the script read Redis ``TIME``."""
+    return "" if now is None else repr(float(now))
+
+
+def num(value: float) -> str:
+    return repr(float(value))
+
+
+def enqueue_args(jobs: Sequence[NewJob]) -> list[str]:
+    args: list[str] = []
+    for job in jobs:
+        args += [
+            job.task,
+            job.payload,
+            job.queue,
+            str(int(job.priority)),
+            "" if job.run_at is None else num(job.run_at),
+            num(job.delay),
+            str(int(job.max_attempts)),
+            str(int(job.max_stalls)),
+            "0" if job.unique_key is None else "1",
+            job.unique_key or "",
+        ]
+    return args
+
+
+def lease_args(leases: Iterable[Lease]) -> list[str]:
+    args: list[str] = []
+    for lease in leases:
+        args += [str(int(lease.job_id)), str(int(lease.attempt)), lease.owner, lease.token]
+    return args
+
+
+def finish_args(outcomes: Sequence[Outcome]) -> list[str]:
+    args: list[str] = []
+    for o in outcomes:
+        args += [
+            str(int(o.lease.job_id)),
+            str(int(o.lease.attempt)),
+            o.lease.owner,
+            o.lease.token,
+            o.kind,
+            "0" if o.result is None else "1",
+            o.result or "",
+            "0" if o.error is None else "1",
+            "" if o.error is None else clean_error(o.error),
+            "" if not o.reason else clean_error(o.reason, 200),
+            num(o.retry_delay),
+        ]
+    return args
+
+
+def _opt_float(d: dict[str, str], key: str) -> float | None:
+    value = d.get(key)
+    return None if value is None else float(value)
+
+
+def job_from_flat(flat: Sequence[Any]) -> Job:
+    """A Job from an HGETALL reply (flat field/value list, or a dict)."""
+    d: dict[str, str] = dict(zip(flat[::2], flat[1::2], strict=True))
+    return job_from_dict(d)
+
+
+def job_from_dict(d: dict[str, str]) -> Job:
+    try:
+        return _job(d)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise StoreError(
+            f"redis job hash {d.get('id', '?')!r} does not decode ({type(exc).__name__}: "
+            f"{exc}); it was not written by this tether"
+        ) from exc
+
+
+def _job(d: dict[str, str]) -> Job:
+    return Job(
+        id=int(d["id"]),
+        task=d["task"],
+        queue=d["queue"],
+        payload=d["payload"],
+        status=cast(JobStatus, d["status"]),
+        priority=int(d["priority"]),
+        run_at=float(d["run_at"]),
+        attempt=int(d["attempt"]),
+        max_attempts=int(d["max_attempts"]),
+        failures=int(d["failures"]),
+        stall_count=int(d["stall_count"]),
+        max_stalls=int(d["max_stalls"]),
+        interruptions=int(d["interruptions"]),
+        locked_by=d.get("locked_by"),
+        lease_until=_opt_float(d, "lease_until"),
+        created_at=float(d["created_at"]),
+        started_at=_opt_float(d, "started_at"),
+        finished_at=_opt_float(d, "finished_at"),
+        last_error=d.get("last_error"),
+        failure_reason=d.get("failure_reason"),
+        result=d.get("result"),
+        checkpoint=d.get("checkpoint"),
+        progress=d.get("progress"),
+        unique_key=d.get("unique_key"),
+        cancel_requested=d.get("cancel_requested", "0") == "1",
+        errors=d.get("errors", "[]"),
+        lease_token=d.get("lease_token"),
+    )

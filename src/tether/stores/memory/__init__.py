@@ -1,5 +1,0 @@
-"""The in-memory store, ``memory://NAME``: for tests and demos, one process only."""
-
-from tether.stores.memory.store import MemoryStore
-
-__all__ = ["MemoryStore"]
