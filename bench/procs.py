@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import ROOT
-from tether.stores._contract import Store
+from tether.stores import Store
 
 
 class WorkerProc:

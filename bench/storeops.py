@@ -28,7 +28,7 @@ import psycopg
 from bench.apps import NOOP, make_app
 from bench.baseline import create_table
 from bench.common import PG_DSN, REDIS_URL
-from tether.stores._records import NewJob, Outcome
+from tether.stores import NewJob, Outcome
 from tether.stores._replay import new_request_id
 
 

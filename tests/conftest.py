@@ -9,8 +9,7 @@ import pytest
 import tether
 from tests.faults import FaultProxy
 from tests.servers import PG_DSN, REDIS_URL, STORE_KINDS, isolated_url, require_server
-from tether.stores import open_store
-from tether.stores._contract import Store
+from tether.stores import Store, open_store
 
 
 @pytest.fixture(params=STORE_KINDS)

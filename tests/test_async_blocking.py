@@ -19,8 +19,7 @@ import pytest
 from tests.contract.aioloop import run_unblocked
 from tests.faults import FaultProxy
 from tests.servers import isolated_url
-from tether.stores import open_store
-from tether.stores._contract import NewJob, Outcome, Store
+from tether.stores import NewJob, Outcome, Store, open_store
 
 pytestmark = pytest.mark.timeout(120)
 LATENCY = 0.4

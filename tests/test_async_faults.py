@@ -19,8 +19,7 @@ from tests.contract.aioloop import run_unblocked
 from tests.faults import FaultProxy
 from tests.servers import isolated_url
 from tether._errors import StoreUnavailable
-from tether.stores import open_store
-from tether.stores._contract import NewJob, Store
+from tether.stores import NewJob, Store, open_store
 
 T = TypeVar("T")
 pytestmark = pytest.mark.timeout(90)
@@ -143,7 +142,7 @@ def test_a_wait_rides_out_an_outage_at_its_start_and_in_its_middle(
 
     import tether
     from tests.worker.helpers import wait_until
-    from tether.stores._contract import Outcome
+    from tether.stores import Outcome
 
     with isolated_url(kind, tmp_path) as url:
         direct = open_store(url)

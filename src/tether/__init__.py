@@ -63,3 +63,13 @@ __all__ = [
     "__version__",
     "current_job",
 ]
+
+# One public face (as httpx does): the public names say they come from ``tether``, not from the
+# private module that happens to hold them, in reprs, tracebacks, pickles and the docs.
+for _name in __all__:
+    if not _name.startswith("__"):
+        try:
+            globals()[_name].__module__ = "tether"
+        except (AttributeError, TypeError):  # pragma: no cover - not a class or function
+            pass
+del _name

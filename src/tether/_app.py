@@ -29,7 +29,7 @@ from tether._task import Task, TaskDecorator
 from tether._worker.worker import Worker
 from tether.stores import DEFAULT_URL, open_store
 from tether.stores._contract import AsyncProducer, CancelResult, NewJob, RetryResult, Store
-from tether.stores._records import Job as JobRecord
+from tether.stores._records import JobRecord
 from tether.stores._replay import new_request_id
 
 P = ParamSpec("P")

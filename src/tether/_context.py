@@ -27,7 +27,7 @@ from tether._errors import (
     ShuttingDown,
     TetherError,
 )
-from tether.stores._contract import Job, Lease, Outcome, Store
+from tether.stores._contract import JobRecord, Lease, Outcome, Store
 
 _current: contextvars.ContextVar[JobContext] = contextvars.ContextVar("tether_current_job")
 _EVENTS = threading.Lock()  # guards the lazy Event of every context; taken rarely and briefly
@@ -36,7 +36,7 @@ _EVENTS = threading.Lock()  # guards the lazy Event of every context; taken rare
 class JobContext:
     """One attempt of one job, as its handler sees it. ``(id, attempt)`` is the dedup key."""
 
-    def __init__(self, job: Job, store: Store, codec: Codec = DEFAULT_CODEC) -> None:
+    def __init__(self, job: JobRecord, store: Store, codec: Codec = DEFAULT_CODEC) -> None:
         self.job = job
         self.codec = codec
         self.lease: Lease = job.lease
@@ -164,7 +164,7 @@ class JobContext:
         self.completed_in_transaction = True
 
 
-def _replace_job(job: Job, **changes: Any) -> Job:
+def _replace_job(job: JobRecord, **changes: Any) -> JobRecord:
     return replace(job, **changes)
 
 

@@ -1,6 +1,6 @@
 """``tether.Job``: the public view of one job, in Python values.
 
-The store record (:class:`tether.stores._records.Job`) carries JSON text and epoch floats, and
+The store record (:class:`tether.stores.JobRecord`) carries JSON text and epoch floats, and
 never leaves the store seam except through the operations layer (CLI, dashboard, metrics use
 the store contract directly). What ``App.get_job`` hands users is this view: arguments, result,
 checkpoint, progress and error history decoded by the app's codec (arguments and result by the
@@ -16,8 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from tether._codec import Codec
-from tether.stores._records import Job as JobRecord
-from tether.stores._records import JobStatus
+from tether.stores._records import JobRecord, JobStatus
 
 if TYPE_CHECKING:
     from tether._task import Task

@@ -21,8 +21,7 @@ from tether._errors import (
     ResultNotDecodable,
     StoreUnavailable,
 )
-from tether.stores._records import TERMINAL
-from tether.stores._records import Job as JobRecord
+from tether.stores._records import TERMINAL, JobRecord
 
 if TYPE_CHECKING:
     from tether._app import App

@@ -260,7 +260,7 @@ def test_a_poison_payload_is_dead_lettered_once_with_a_clear_reason(make_app: Ma
     ``[args, kwargs]``; a value the app's codec refuses with an error of its own class): each
     is one clear error, the job dead-lettered at its first attempt with reason
     ``bad_arguments``, the worker unharmed, and the job still readable."""
-    from tether.stores._contract import NewJob
+    from tether.stores import NewJob
 
     class Picky(JSONCodec):
         def decode(self, value: Any, type_: Any) -> Any:

@@ -11,7 +11,7 @@ import pytest
 
 import tether
 from tests.worker.helpers import running, wait_until
-from tether.stores._records import Job as JobRecord
+from tether.stores import JobRecord
 
 pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]

@@ -11,8 +11,7 @@ import pytest
 
 from tether._cli.main import main
 from tether._task import make_new_job
-from tether.stores import open_store
-from tether.stores._contract import Outcome
+from tether.stores import Outcome, open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 

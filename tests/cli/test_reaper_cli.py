@@ -9,8 +9,7 @@ import time
 
 import pytest
 
-from tether.stores import open_store
-from tether.stores._contract import NewJob
+from tether.stores import NewJob, open_store
 
 
 @pytest.mark.crash

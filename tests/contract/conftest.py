@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.servers import IN_PROCESS_KINDS
-from tether.stores._contract import Store
+from tether.stores import Store
 
 
 @pytest.fixture(params=IN_PROCESS_KINDS)

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import pytest
 
 from tether._errors import StoreUnavailable
-from tether.stores._contract import Job, Lease, NewJob, Store
+from tether.stores import JobRecord, Lease, NewJob, Store
 
 R = TypeVar("R")
 
@@ -50,13 +50,13 @@ def enqueue_one(store: Store, now: float, task: str = "tests.task", **fields: An
     return ids[0]
 
 
-def must_get(store: Store, job_id: int) -> Job:
+def must_get(store: Store, job_id: int) -> JobRecord:
     job = store.get_job(job_id)
     assert job is not None, f"job {job_id} vanished"
     return job
 
 
-def claim_one(store: Store, owner: str, queue: str, now: float, ttl: float = TTL) -> Job:
+def claim_one(store: Store, owner: str, queue: str, now: float, ttl: float = TTL) -> JobRecord:
     """Claim from ``queue`` and insist on exactly one job."""
     jobs = store.claim(owner, [queue], 10, ttl, now=now)
     assert len(jobs) == 1, f"expected one job in {queue!r}, claimed {jobs!r}"
@@ -65,7 +65,7 @@ def claim_one(store: Store, owner: str, queue: str, now: float, ttl: float = TTL
 
 def running_job(
     store: Store, now: float, owner: str = "w1", ttl: float = TTL, **fields: Any
-) -> Job:
+) -> JobRecord:
     """Enqueue a job in a queue of its own and claim it at ``now``; returns the claimed job."""
     queue = fields.pop("queue", None) or fresh_queue()
     job_id = enqueue_one(store, now, queue=queue, **fields)
@@ -74,7 +74,7 @@ def running_job(
     return job
 
 
-def errors_of(job: Job) -> list[dict[str, Any]]:
+def errors_of(job: JobRecord) -> list[dict[str, Any]]:
     records = json.loads(job.errors)
     assert isinstance(records, list)
     return records

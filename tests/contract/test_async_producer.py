@@ -16,7 +16,7 @@ import pytest
 from tests.contract.aioloop import run_unblocked
 from tests.contract.helpers import fresh_queue, new_job, running_job
 from tether._errors import JobNotFound
-from tether.stores._contract import AsyncProducer, Outcome, Store
+from tether.stores import AsyncProducer, Outcome, Store
 
 
 def test_the_detector_catches_a_blocking_call() -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from tests.contract.helpers import at, enqueue_one, must_get, running_job
 from tether._errors import JobNotFound
-from tether.stores._contract import Outcome, Store
+from tether.stores import Outcome, Store
 
 
 def test_cancel_pending_job_at_once(store: Store, t0: float) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.contract.helpers import claim_one, must_get, running_job, stale
-from tether.stores._contract import Outcome, Store
+from tether.stores import Outcome, Store
 
 
 def test_checkpoint_is_saved(store: Store, t0: float) -> None:

@@ -17,7 +17,7 @@ from tests.contract.helpers import (
     run_concurrently,
     transient,
 )
-from tether.stores._contract import Job, Outcome, Store
+from tether.stores import JobRecord, Outcome, Store
 
 
 def test_claim_returns_empty_when_nothing_is_due(store: Store, t0: float) -> None:
@@ -174,8 +174,8 @@ def test_concurrent_claimers_never_share_a_job(
     ids = store.enqueue([new_job(payload=f"[[{i}], {{}}]") for i in range(200)], now=t0)
     workers = other_stores(8) if connections == "own" else [store] * 8
 
-    def claimer(n: int, s: Store) -> list[Job]:
-        got: list[Job] = []
+    def claimer(n: int, s: Store) -> list[JobRecord]:
+        got: list[JobRecord] = []
         while True:
             batch = transient(lambda: s.claim(f"w{n}", ["default"], 3, TTL, now=t0 + 1))
             if not batch:

@@ -14,7 +14,7 @@ from tests.contract.helpers import (
     new_job,
     running_job,
 )
-from tether.stores._contract import Lease, NewJob, Outcome, Store
+from tether.stores import Lease, NewJob, Outcome, Store
 
 
 def test_enqueue_returns_ids_in_input_order(store: Store, t0: float) -> None:

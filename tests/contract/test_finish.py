@@ -13,7 +13,7 @@ from tests.contract.helpers import (
     running_job,
     stale,
 )
-from tether.stores._contract import Outcome, OutcomeKind, Store
+from tether.stores import Outcome, OutcomeKind, Store
 
 
 def test_done_stores_result_and_clears_the_lease(store: Store, t0: float) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.contract.helpers import TTL, at, claim_one, must_get, running_job, stale
-from tether.stores._contract import HeartbeatResult, Outcome, Store, WorkerInfo
+from tether.stores import HeartbeatResult, Outcome, Store, WorkerInfo
 
 
 def test_heartbeat_renews_a_held_lease(store: Store, t0: float) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tether.stores._contract import NewJob, Outcome, Store
+from tether.stores import NewJob, Outcome, Store
 
 
 def test_housekeeping_changes_no_job(store: Store) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from tests.contract.helpers import fresh_queue, new_job, running_job
 from tether import _limits as limits
-from tether.stores._contract import NewJob, Store
+from tether.stores import NewJob, Store
 
 BAD_JOBS: dict[str, tuple[dict[str, object], str]] = {
     "run_at inf": ({"run_at": float("inf")}, "run_at"),
@@ -93,7 +93,7 @@ def test_list_jobs_limit_out_of_range(store: Store, t0: float, limit: int) -> No
 
 
 def test_result_checkpoint_progress_must_be_text_json_can_carry(store: Store, t0: float) -> None:
-    from tether.stores._contract import Outcome
+    from tether.stores import Outcome
 
     job = running_job(store, t0)
     with pytest.raises(TypeError):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.contract.helpers import at, enqueue_one, must_get, new_job, running_job
-from tether.stores._contract import Outcome, QueueCount, Store, WorkerInfo
+from tether.stores import Outcome, QueueCount, Store, WorkerInfo
 
 
 def test_get_job_unknown_id_is_none(store: Store, t0: float) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from functools import partial
 
 from tests.contract.helpers import at, run_concurrently, transient
-from tether.stores._contract import Leadership, Store
+from tether.stores import Leadership, Store
 
 
 def test_acquire_when_free(store: Store, t0: float) -> None:

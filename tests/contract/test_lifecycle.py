@@ -8,7 +8,7 @@ import pytest
 
 from tests.contract.helpers import run_concurrently, transient
 from tether._errors import SchemaError
-from tether.stores._contract import NewJob, Store
+from tether.stores import NewJob, Store
 
 
 def test_check_schema_without_migrate_raises(open_another: Callable[[], Store]) -> None:

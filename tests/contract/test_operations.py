@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.contract.helpers import at, enqueue_one, must_get, new_job, running_job
-from tether.stores._contract import JobFilter, Outcome, Store, WorkerInfo
+from tether.stores import JobFilter, Outcome, Store, WorkerInfo
 
 
 def ids(jobs: list) -> list[int]:  # type: ignore[type-arg]

@@ -16,7 +16,7 @@ from tests.conftest import POISON
 from tests.contract.helpers import TTL, claim_one, errors_of, fresh_queue, must_get, running_job
 from tether import _payload as payload
 from tether._text import clean_error
-from tether.stores._contract import NewJob, Outcome, Store
+from tether.stores import NewJob, Outcome, Store
 
 
 def _encodable(text: str) -> bool:

@@ -11,14 +11,14 @@ import sys
 import pytest
 
 from tests.contract.helpers import lacks, must_get
-from tether.stores._contract import NewJob, Store
+from tether.stores import NewJob, Store
 
 ONE_PROCESS = "one process: memory://NAME in another process is a store of its own, empty"
 
 OTHER = '''
 import json, sys
 from tether.stores import open_store
-from tether.stores._contract import Outcome
+from tether.stores import Outcome
 
 store = open_store(sys.argv[1])
 jobs = store.claim("other-process", ["default"], 10, 30.0)

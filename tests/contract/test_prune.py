@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.contract.helpers import enqueue_one, must_get, running_job
-from tether.stores._contract import JobStatus, Outcome, Store
+from tether.stores import JobStatus, Outcome, Store
 
 
 def _done(store: Store, now: float) -> int:

@@ -16,7 +16,7 @@ from tests.contract.helpers import (
     running_job,
     transient,
 )
-from tether.stores._contract import REAPED_ERROR, Job, Outcome, Reaped, Store
+from tether.stores import REAPED_ERROR, JobRecord, Outcome, Reaped, Store
 
 
 def test_only_leases_past_the_grace_are_reaped(store: Store, t0: float) -> None:
@@ -155,7 +155,7 @@ def test_concurrent_reapers_reap_each_job_once(
     assert dupes == [], f"reaped more than once: {dupes}"
     assert sorted(reaped) == ids
     for job_id in ids:
-        job: Job = must_get(store, job_id)
+        job: JobRecord = must_get(store, job_id)
         assert (job.status, job.stall_count, job.attempt) == ("pending", 1, 1)
         assert job.locked_by is None
         assert len(errors_of(job)) == 1

@@ -7,7 +7,7 @@ fault proxy. Here the "lost reply" is simply a call whose answer the caller igno
 from __future__ import annotations
 
 from tests.contract.helpers import TTL, fresh_queue, must_get, new_job, running_job
-from tether.stores._contract import Outcome, Store
+from tether.stores import Outcome, Store
 
 
 def test_enqueue_with_the_same_request_id_inserts_once(store: Store, t0: float) -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from tests.contract.helpers import at, claim_one, enqueue_one, must_get, running_job
-from tether.stores._contract import Job, Outcome, RetryResult, Store
+from tether.stores import JobRecord, Outcome, RetryResult, Store
 
 
-def _failed(store: Store, now: float, ttl: float = 10, **fields: object) -> Job:
+def _failed(store: Store, now: float, ttl: float = 10, **fields: object) -> JobRecord:
     job = running_job(store, now, ttl=ttl, **fields)
     out = Outcome(job.lease, "dead", error="boom", reason="error")
     assert store.finish([out], now=now + 1) == []

@@ -17,7 +17,7 @@ from tests.contract.helpers import (
     running_job,
     stale,
 )
-from tether.stores._contract import Outcome, RetryResult, Store, WorkerInfo
+from tether.stores import Outcome, RetryResult, Store, WorkerInfo
 
 RECORD_KEYS = {"attempt", "error", "reason", "at", "owner"}
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.contract.helpers import at, fresh_queue, must_get, new_job
-from tether.stores._contract import Store
+from tether.stores import Store
 
 
 def _jobs_of(store: Store, queue: str) -> list[int]:

@@ -8,7 +8,7 @@ claimed by the same worker. The token makes each claim's fence unique across inc
 from __future__ import annotations
 
 from tests.contract.helpers import TTL, claim_one, must_get, running_job, stale
-from tether.stores._contract import Outcome, Store
+from tether.stores import Outcome, Store
 
 
 def test_claim_grants_a_random_token_in_the_lease(store: Store, t0: float) -> None:

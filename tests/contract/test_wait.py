@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.contract.helpers import enqueue_one, fresh_queue, run_concurrently, running_job
-from tether.stores._contract import Outcome, Store
+from tether.stores import Outcome, Store
 
 WAIT = 20.0  # a waiter woken by a notification returns long before this
 WOKEN = 5.0  # ... within this (generous: a loaded 2-core CI machine)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.contract.helpers import lacks
-from tether.stores._contract import NewJob, Store
+from tether.stores import NewJob, Store
 
 WAIT = 5.0  # a waiter woken early returns long before this
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from tether._config import Settings, make_settings
 from tether._task import make_new_job
-from tether.stores._contract import Job, Store
+from tether.stores import JobRecord, Store
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.crash.apps:app"
@@ -58,26 +58,26 @@ def enqueue(store: Store, task: str, *args: Any, n: int = 1, max_attempts: int =
                                        max_stalls=max_stalls) for _ in range(n)])
 
 
-def get(store: Store, job_id: int) -> Job:
+def get(store: Store, job_id: int) -> JobRecord:
     job = store.get_job(job_id)
     assert job is not None, f"job {job_id} vanished from the store"
     return job
 
 
-def jobs(store: Store, ids: list[int]) -> list[Job]:
+def jobs(store: Store, ids: list[int]) -> list[JobRecord]:
     return [get(store, i) for i in ids]
 
 
-def held_by(store: Store, pid: int) -> list[Job]:
+def held_by(store: Store, pid: int) -> list[JobRecord]:
     return [j for j in store.list_jobs(status="running", limit=1000) if pid_of(j.locked_by) == pid]
 
 
-def all_in(store: Store, ids: list[int], status: str) -> list[Job] | None:
+def all_in(store: Store, ids: list[int], status: str) -> list[JobRecord] | None:
     snapshot = jobs(store, ids)
     return snapshot if all(j.status == status for j in snapshot) else None
 
 
-def result_of(job: Job) -> dict[str, Any]:
+def result_of(job: JobRecord) -> dict[str, Any]:
     return json.loads(job.result) if job.result else {}
 
 

@@ -27,7 +27,7 @@ from tests.crash.harness import (
 )
 from tether._app import App
 from tether._worker.worker import FORCED_EXIT_WAIT
-from tether.stores._contract import Store
+from tether.stores import Store
 
 # How far past a computed bound the tests tolerate scheduling noise on a loaded machine.
 MARGIN = 1.0

@@ -20,7 +20,7 @@ import pytest
 
 from tests.crash.harness import Cluster, all_in, enqueue, wait_for
 from tether._worker.ahead import HAND_BACK_AFTER
-from tether.stores._contract import Store
+from tether.stores import Store
 
 LONG = 10.0
 SLOTS = 4

@@ -11,7 +11,7 @@ import pytest
 
 from tests.crash.conftest import MakeCluster
 from tests.crash.harness import APP, all_in, enqueue, get, held_by, wait_for
-from tether.stores._contract import NewJob, Outcome, Store
+from tether.stores import NewJob, Outcome, Store
 
 MARGIN = 1.0
 DAY = 86_400.0

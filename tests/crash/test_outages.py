@@ -23,7 +23,7 @@ from tests.crash.conftest import MakeCluster
 from tests.crash.harness import all_in, enqueue, get, held_by, wait_for
 from tests.faults import FaultProxy
 from tether._worker.worker import FORCED_EXIT_WAIT
-from tether.stores._contract import Store
+from tether.stores import Store
 
 MakeProxy = Callable[[str], FaultProxy]
 

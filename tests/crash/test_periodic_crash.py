@@ -45,7 +45,7 @@ from tests.crash.harness import Cluster, Worker, pid_of, wait_for
 from tether._maintenance.leadership import split_holder
 from tether._maintenance.maintainer import SCHEDULE_ELECTION
 from tether._periodic import tick_of
-from tether.stores._contract import Job, Store
+from tether.stores import JobRecord, Store
 
 APP = "tests.crash.periodic_app:app"
 CHAOS = 25.0  # seconds of kills and pauses
@@ -58,8 +58,8 @@ TAKEOVER = 4.0
 WRITER_PAUSED = 8.0
 
 
-def scheduled(store: Store) -> list[Job]:
-    found: list[Job] = []
+def scheduled(store: Store) -> list[JobRecord]:
+    found: list[JobRecord] = []
     after = None
     while True:
         page = store.list_jobs(queue="periodic", after_id=after, limit=1000)

@@ -21,7 +21,7 @@ import pytest
 import tether
 from tests.crash.conftest import MakeCluster
 from tests.crash.harness import Cluster, all_in, enqueue, get, result_of, wait_for
-from tether.stores._contract import Store
+from tether.stores import Store
 
 POOL = ("--pool", "process")
 # "Stopped within one second of the worker learning it", plus noise on a loaded 2-core machine.

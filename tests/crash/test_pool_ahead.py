@@ -11,7 +11,7 @@ import pytest
 from tests.crash.conftest import MakeCluster
 from tests.crash.harness import Cluster, all_in, enqueue, get, result_of, wait_for
 from tests.crash.test_pool import POOL, exit_of, runs, started
-from tether.stores._contract import Store
+from tether.stores import Store
 
 
 @pytest.mark.crash

@@ -22,8 +22,7 @@ import pytest
 from tests.crash.conftest import MakeCluster
 from tests.crash.harness import Cluster, Worker, all_in, enqueue, held_by, jobs, wait_for
 from tests.servers import PG_DSN
-from tether.stores import open_store
-from tether.stores._contract import Store
+from tether.stores import Store, open_store
 
 
 @pytest.fixture

@@ -22,8 +22,7 @@ import pytest
 from tests.crash.harness import wait_for
 from tests.examples.conftest import EXAMPLES, PYTHON, example_env, stop
 from tests.servers import PG_DSN, isolated_url
-from tether.stores import open_store
-from tether.stores._contract import Store
+from tether.stores import Store, open_store
 
 SHOP = EXAMPLES / "django_app"
 DRIVER = Path(__file__).with_name("django_driver.py")

@@ -21,7 +21,7 @@ from tether._events import Events
 from tether._maintenance import maintainer as maintainer_module
 from tether._maintenance.leadership import split_holder
 from tether._maintenance.maintainer import ELECTION, PRUNE_ELECTION, Maintainer
-from tether.stores._contract import Leadership, NewJob, Store
+from tether.stores import Leadership, NewJob, Store
 
 pytestmark = pytest.mark.timeout(60)
 

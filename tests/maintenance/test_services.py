@@ -17,7 +17,7 @@ from tether._maintenance.leadership import LeaderElector
 from tether._maintenance.maintainer import Maintainer
 from tether._maintenance.pruner import Pruner
 from tether._maintenance.reaper import Reaper
-from tether.stores._contract import NewJob, Outcome, Store
+from tether.stores import NewJob, Outcome, Store
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,8 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from tether._errors import ConfigError, SchemaError, StoreError
-from tether.stores import open_store
-from tether.stores._contract import AsyncProducer, NewJob, Outcome, Store
+from tether.stores import AsyncProducer, NewJob, Outcome, Store, open_store
 from tether.stores._memory import MemoryStore
 
 

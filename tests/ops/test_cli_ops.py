@@ -14,8 +14,7 @@ import tether
 from tests.ops.conftest import run_cli
 from tether._cli.main import build_parser, main
 from tether._task import make_new_job
-from tether.stores import open_store
-from tether.stores._contract import Outcome, WorkerInfo
+from tether.stores import Outcome, WorkerInfo, open_store
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -14,8 +14,7 @@ from starlette.testclient import TestClient
 
 from tether._task import make_new_job
 from tether.dashboard._app import create_app
-from tether.stores import open_store
-from tether.stores._contract import Outcome, Store, WorkerInfo
+from tether.stores import Outcome, Store, WorkerInfo, open_store
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -9,8 +9,7 @@ import pytest
 from tests.ops.conftest import run_cli
 from tests.servers import isolated_url
 from tether._task import make_new_job
-from tether.stores import open_store
-from tether.stores._contract import WorkerInfo
+from tether.stores import WorkerInfo, open_store
 
 
 @pytest.mark.crash

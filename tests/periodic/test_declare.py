@@ -12,7 +12,7 @@ from tether import App, ConfigError
 from tether import _payload as payload
 from tether._context import JobContext
 from tether._periodic import Schedule, schedules_of, tick_of, unique_key
-from tether.stores._contract import Job
+from tether.stores import JobRecord
 
 
 @pytest.fixture
@@ -131,7 +131,7 @@ def test_scheduled_at_is_the_tick_for_handlers(app: App) -> None:
     new = s.new_job(1_800_000_060.0)
     app.store.enqueue([new])
     [job] = app.store.claim("w", ["default"], 1, 30.0)  # a running job, as a handler sees it
-    assert isinstance(job, Job)
+    assert isinstance(job, JobRecord)
     ctx = JobContext(job, app.store)
     assert ctx.scheduled_at == datetime.fromtimestamp(1_800_000_060.0, UTC)
     app.store.enqueue([tick.new_job((), {})])

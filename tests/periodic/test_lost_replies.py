@@ -15,8 +15,7 @@ import pytest
 
 from tests.faults import FaultProxy
 from tether._errors import StoreUnavailable
-from tether.stores import open_store
-from tether.stores._contract import NewJob, Store
+from tether.stores import NewJob, Store, open_store
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -21,7 +21,7 @@ from tether._events import Event, Events
 from tether._maintenance.maintainer import SCHEDULE_ELECTION, Maintainer
 from tether._maintenance.scheduler import MAX_CATCH_UP, ON_TIME, Scheduler
 from tether._periodic import CatchUp, Schedule, schedules_of, tick_of
-from tether.stores._contract import NewJob, Outcome, Store
+from tether.stores import NewJob, Outcome, Store
 
 pytestmark = pytest.mark.timeout(90)
 

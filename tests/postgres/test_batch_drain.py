@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tether.stores._contract import NewJob, Outcome
+from tether.stores import NewJob, Outcome
 from tether.stores._postgres.store import PostgresStore
 
 pytestmark = pytest.mark.slow

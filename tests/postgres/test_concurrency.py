@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-from tether.stores._contract import Job, NewJob, Reaped
+from tether.stores import JobRecord, NewJob, Reaped
 from tether.stores._postgres.store import PostgresStore
 
 T = TypeVar("T")
@@ -35,9 +35,9 @@ def test_concurrent_claimers_never_share_a_job(
     pg.enqueue([NewJob("t", queue=q) for q in ("a", "b") for _ in range(300)])
     stores = [open_pg() for _ in range(6)]
 
-    def drain(store: PostgresStore, owner: str) -> Callable[[], list[Job]]:
-        def run() -> list[Job]:
-            got: list[Job] = []
+    def drain(store: PostgresStore, owner: str) -> Callable[[], list[JobRecord]]:
+        def run() -> list[JobRecord]:
+            got: list[JobRecord] = []
             while batch := store.claim(owner, ["a", "b"], 7, 30):
                 got.extend(batch)
             return got

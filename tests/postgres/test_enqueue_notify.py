@@ -20,7 +20,7 @@ import pytest
 import tether
 from tests.servers import PG_DSN
 from tests.worker.helpers import wait_until
-from tether.stores._contract import NewJob
+from tether.stores import NewJob
 from tether.stores._postgres.store import PostgresStore
 
 MARK = "--marker--"

@@ -18,7 +18,7 @@ import pytest
 from tests.servers import PG_DSN
 from tether import _limits as limits
 from tether._errors import SchemaError, StoreError, StoreUnavailable
-from tether.stores._contract import Lease, NewJob, Outcome, WorkerInfo
+from tether.stores import Lease, NewJob, Outcome, WorkerInfo
 from tether.stores._postgres.store import PostgresStore
 
 

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from tests.servers import isolated_url
-from tether.stores._contract import Lease, NewJob
+from tether.stores import Lease, NewJob
 from tether.stores._postgres.store import PostgresStore
 
 BULK = 1_000_000

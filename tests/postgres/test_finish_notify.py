@@ -11,7 +11,7 @@ import psycopg
 
 from tests.contract.aioloop import run_unblocked
 from tests.servers import PG_DSN
-from tether.stores._contract import NewJob, Outcome
+from tether.stores import NewJob, Outcome
 from tether.stores._postgres.store import PostgresStore
 
 

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from tests.servers import PG_DSN, isolated_url
-from tether.stores._contract import NewJob, Outcome
+from tether.stores import NewJob, Outcome
 from tether.stores._postgres.statements import for_schema
 from tether.stores._postgres.store import PostgresStore
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from tether.stores._contract import NewJob
+from tether.stores import NewJob
 from tether.stores._postgres.store import PostgresStore
 
 

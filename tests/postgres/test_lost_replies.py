@@ -14,7 +14,7 @@ import pytest
 
 from tests.faults import FaultProxy
 from tether._errors import StoreUnavailable
-from tether.stores._contract import NewJob, Outcome
+from tether.stores import NewJob, Outcome
 from tether.stores._postgres.store import PostgresStore
 
 

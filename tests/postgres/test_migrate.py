@@ -11,8 +11,7 @@ import pytest
 
 from tests.servers import PG_DSN
 from tether._errors import ConfigError, SchemaError, StoreUnavailable
-from tether.stores import open_store
-from tether.stores._contract import Outcome, Store
+from tether.stores import Outcome, Store, open_store
 from tether.stores._postgres.schema import MIGRATIONS_PACKAGE, latest_version
 from tether.stores._postgres.store import PostgresStore
 from tether.stores._queries import read

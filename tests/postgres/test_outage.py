@@ -12,7 +12,7 @@ import pytest
 
 from tests.faults import FaultProxy
 from tether._errors import StoreUnavailable
-from tether.stores._contract import NewJob
+from tether.stores import NewJob
 from tether.stores._postgres.store import PostgresStore
 
 R = TypeVar("R")

@@ -14,7 +14,7 @@ import pytest
 
 from tests.servers import PG_DSN
 from tether._errors import StoreUnavailable
-from tether.stores._contract import NewJob
+from tether.stores import NewJob
 from tether.stores._postgres.store import PostgresStore
 
 

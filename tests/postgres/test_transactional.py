@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from tests.servers import PG_DSN
-from tether.stores._contract import Lease, NewJob, Outcome
+from tether.stores import Lease, NewJob, Outcome
 from tether.stores._postgres.store import PostgresStore
 
 

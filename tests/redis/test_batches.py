@@ -12,7 +12,7 @@ import redis
 
 from tests.redis.conftest import keys_under
 from tether._errors import StoreError
-from tether.stores._contract import NewJob
+from tether.stores import NewJob
 from tether.stores._redis.store import RedisStore
 
 BAD_FOR_LUA = {

@@ -18,7 +18,7 @@ import pytest
 
 from tests.contract.helpers import transient
 from tests.redis.own_server import OwnRedis
-from tether.stores._contract import NewJob, Outcome
+from tether.stores import NewJob, Outcome
 from tether.stores._redis.store import RedisStore
 
 pytestmark = pytest.mark.timeout(60)

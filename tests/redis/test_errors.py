@@ -12,7 +12,7 @@ import redis
 
 from tests.redis.own_server import OwnRedis
 from tether._errors import StoreError, StoreUnavailable
-from tether.stores._contract import Lease, NewJob, Outcome, WorkerInfo
+from tether.stores import Lease, NewJob, Outcome, WorkerInfo
 from tether.stores._redis.store import RedisStore
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import redis
 
-from tether.stores._contract import NewJob, Outcome
+from tether.stores import NewJob, Outcome
 from tether.stores._redis.store import RedisStore
 
 

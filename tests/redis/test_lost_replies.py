@@ -17,7 +17,7 @@ import pytest
 from tests.contract.helpers import transient
 from tests.faults import FaultProxy
 from tether._errors import StoreUnavailable
-from tether.stores._contract import Lease, NewJob, Outcome
+from tether.stores import Lease, NewJob, Outcome
 from tether.stores._redis.store import RedisStore
 
 Proxied = tuple[RedisStore, FaultProxy]

@@ -17,7 +17,7 @@ import pytest
 import tether
 from tests.faults import FaultProxy
 from tests.worker.helpers import wait_until
-from tether.stores._contract import NewJob
+from tether.stores import NewJob
 from tether.stores._redis.store import RedisStore
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]

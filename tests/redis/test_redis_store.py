@@ -13,8 +13,7 @@ import redis
 from tests.redis.conftest import keys_under
 from tests.servers import isolated_url
 from tether._errors import SchemaError, StoreUnavailable
-from tether.stores import open_store
-from tether.stores._contract import Lease, NewJob, Outcome, Store, WorkerInfo
+from tether.stores import Lease, NewJob, Outcome, Store, WorkerInfo, open_store
 from tether.stores._redis.store import RedisStore
 
 # Every key the store may create, relative to its prefix (see the store module docstring).

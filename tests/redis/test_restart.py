@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tether._errors import StoreUnavailable
-from tether.stores._contract import NewJob, Outcome
+from tether.stores import NewJob, Outcome
 from tether.stores._redis.store import RedisStore
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="no redis-server")

@@ -7,7 +7,7 @@ import time
 import pytest
 import redis
 
-from tether.stores._contract import NewJob, Outcome
+from tether.stores import NewJob, Outcome
 from tether.stores._redis.store import RedisStore
 
 

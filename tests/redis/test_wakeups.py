@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from tether.stores._contract import NewJob, Outcome
+from tether.stores import NewJob, Outcome
 from tether.stores._redis.store import RedisStore
 
 Result = dict[str, float | bool]

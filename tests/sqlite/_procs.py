@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.stores._contract import Outcome
+from tether.stores import Outcome
 from tether.stores._sqlite.store import SQLiteStore
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.sqlite import _procs
 from tether._errors import StoreUnavailable
-from tether.stores._contract import NewJob, Outcome
+from tether.stores import NewJob, Outcome
 from tether.stores._sqlite.store import SCHEMA_VERSION, SQLiteStore
 
 N_JOBS = 600

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tether._errors import StoreGone
-from tether.stores._contract import NewJob
+from tether.stores import NewJob
 from tether.stores._sqlite.store import SQLiteStore
 
 

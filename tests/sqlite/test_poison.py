@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tether._text import clean_error
-from tether.stores._contract import NewJob, Outcome
+from tether.stores import NewJob, Outcome
 from tether.stores._sqlite.store import SQLiteStore
 
 POISON_ERRORS = [

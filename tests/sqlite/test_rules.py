@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tether._errors import ConfigError
-from tether.stores._contract import Lease, NewJob, Outcome, RetryResult
+from tether.stores import Lease, NewJob, Outcome, RetryResult
 from tether.stores._sqlite.store import SQLiteStore
 
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from tether._errors import ConfigError, SchemaError, StoreError, StoreUnavailable
-from tether.stores import open_store
-from tether.stores._contract import NewJob, Outcome, Store
+from tether.stores import NewJob, Outcome, Store, open_store
 from tether.stores._sqlite.connection import map_error
 from tether.stores._sqlite.rows import Q
 from tether.stores._sqlite.store import SCHEMA_VERSION, SQLiteStore

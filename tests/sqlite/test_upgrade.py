@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tether._errors import SchemaError
-from tether.stores._contract import NewJob, Outcome
+from tether.stores import NewJob, Outcome
 from tether.stores._sqlite.rows import SCHEMA_STEPS
 from tether.stores._sqlite.store import SCHEMA_VERSION, SQLiteStore
 

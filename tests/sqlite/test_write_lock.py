@@ -18,7 +18,7 @@ import pytest
 
 from tests.sqlite import _procs
 from tether._errors import StoreUnavailable
-from tether.stores._contract import Lease, NewJob, Outcome
+from tether.stores import Lease, NewJob, Outcome
 from tether.stores._sqlite.store import SQLiteStore
 
 BUSY = 0.5

@@ -11,7 +11,7 @@ import pytest
 
 import tether
 from tether._worker.burst import is_idle
-from tether.stores._contract import NewJob, Store
+from tether.stores import NewJob, Store
 
 
 class ClaimsMidway:

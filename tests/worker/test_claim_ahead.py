@@ -14,11 +14,11 @@ from tether._context import JobContext
 from tether._worker.ahead import HORIZON, ClaimAhead
 from tether._worker.completer import Completer
 from tether._worker.registry import Registry, Running
-from tether.stores._contract import Job, Store
+from tether.stores import JobRecord, Store
 
 
 def _entry(job_id: int) -> Running:
-    job = Job(id=job_id, task="t", queue="default", payload="[[],{}]", status="running",
+    job = JobRecord(id=job_id, task="t", queue="default", payload="[[],{}]", status="running",
               priority=0, run_at=0.0, attempt=1, max_attempts=3, failures=0, stall_count=0,
               max_stalls=3, interruptions=0, locked_by="w", lease_until=30.0, created_at=0.0,
               started_at=0.0, finished_at=None, last_error=None, failure_reason=None,

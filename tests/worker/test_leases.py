@@ -14,7 +14,7 @@ import pytest
 import tether
 from tests.worker.helpers import running, status, wait_until
 from tether._errors import StoreUnavailable
-from tether.stores._contract import HeartbeatResult, Lease
+from tether.stores import HeartbeatResult, Lease
 
 pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]

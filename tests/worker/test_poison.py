@@ -20,7 +20,7 @@ from tests.worker.helpers import running, status, wait_until
 from tether._errors import StoreError, StoreGone, StoreUnavailable
 from tether._events import Event
 from tether._worker.worker import Worker
-from tether.stores._contract import NewJob
+from tether.stores import NewJob
 
 pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]

@@ -10,17 +10,17 @@ import os
 import pytest
 
 from tether._worker import wire
-from tether.stores._contract import Job
+from tether.stores import JobRecord
 
 
-def job(job_id: int, payload: str, checkpoint: str | None = None) -> Job:
-    fields: dict[str, object] = {f.name: None for f in dataclasses.fields(Job)}
+def job(job_id: int, payload: str, checkpoint: str | None = None) -> JobRecord:
+    fields: dict[str, object] = {f.name: None for f in dataclasses.fields(JobRecord)}
     fields.update(id=job_id, task="t.é\n", queue="default", status="running", priority=0,
                   run_at=1.5, attempt=2, max_attempts=3, failures=0, stall_count=0, max_stalls=3,
                   interruptions=0, locked_by="w", lease_until=2.5, created_at=1.0,
                   started_at=1.5, cancel_requested=False, lease_token="tok", payload=payload,
                   checkpoint=checkpoint, progress=None)
-    return Job(**fields)  # type: ignore[arg-type]
+    return JobRecord(**fields)  # type: ignore[arg-type]
 
 
 def test_a_batch_of_jobs_crosses_in_one_message_verbatim() -> None:

@@ -29,8 +29,7 @@ from tests.faults import FaultProxy
 from tests.worker.helpers import running, status, wait_until
 from tether._errors import StoreUnavailable
 from tether._worker.worker import Worker
-from tether.stores import open_store
-from tether.stores._contract import Store
+from tether.stores import Store, open_store
 
 pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]

@@ -28,7 +28,7 @@ from tether import _clock as clock
 from tether._config import make_settings
 from tether._task import make_new_job
 from tether.stores import open_store
-from tether.stores._contract import Job, JobFilter, Store
+from tether.stores._contract import JobFilter, JobRecord, Store
 from tether.stores._urls import redact
 
 WORKERS = 3
@@ -72,7 +72,7 @@ class Demo:
             [sys.executable, "-m", "tether._cli.main", "worker", "tether._demo_tasks:app",
              "-c", "4", "-q", self.queue], env=env, stdout=log, stderr=subprocess.STDOUT))
 
-    def holding(self, store: Store, pid: int) -> list[Job]:
+    def holding(self, store: Store, pid: int) -> list[JobRecord]:
         return [j for j in store.search_jobs(JobFilter(status="running", queue=self.queue),
                                              limit=1000)
                 if _pid_of(j.locked_by) == pid]
@@ -87,7 +87,7 @@ class Demo:
         return dict(counts)
 
     def stop_holding(self, store: Store,
-                     procs: list[subprocess.Popen[bytes]]) -> tuple[float, list[list[Job]]]:
+                     procs: list[subprocess.Popen[bytes]]) -> tuple[float, list[list[JobRecord]]]:
         """SIGSTOP ``procs`` at once while each holds jobs; (wall time of the stop, the jobs
         each holds).
 
@@ -194,8 +194,8 @@ class Demo:
                 store.unregister_worker(w.id)
         store.purge(self.queue, ["pending", "done", "failed", "cancelled"])
 
-    def verify(self, store: Store, ids: list[int], killed: list[Job], kill_wall: float,
-               zombie: list[Job], zombie_pid: int) -> None:
+    def verify(self, store: Store, ids: list[int], killed: list[JobRecord], kill_wall: float,
+               zombie: list[JobRecord], zombie_pid: int) -> None:
         jobs = {i: store.get_job(i) for i in ids}
         self.say("\nresults")
         done = [j for j in jobs.values() if j is not None and j.status == "done"]

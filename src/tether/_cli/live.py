@@ -14,15 +14,15 @@ from typing import Any
 
 from tether import _clock as clock
 from tether._cli.render import console, fancy, job_dict, seconds, short, when
-from tether.stores._contract import TERMINAL, Job, Store
+from tether.stores._contract import TERMINAL, JobRecord, Store
 
 
-def _state(job: Job) -> tuple[Any, ...]:
+def _state(job: JobRecord) -> tuple[Any, ...]:
     return (job.status, job.attempt, job.progress, job.checkpoint, job.locked_by,
             job.cancel_requested)
 
 
-def follow(store: Store, job: Job, as_json: bool, interval: float,
+def follow(store: Store, job: JobRecord, as_json: bool, interval: float,
            timeout: float | None = None) -> int:
     """Print the job, then one line per change, until it is done, failed or cancelled.
     Exit code: 0 done, 1 failed or cancelled."""

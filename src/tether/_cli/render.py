@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from tether.stores._contract import Job, WorkerInfo
+from tether.stores._contract import JobRecord, WorkerInfo
 
 STATUS_STYLE = {"pending": "yellow", "running": "cyan", "done": "green", "failed": "red",
                 "cancelled": "dim", "live": "green", "dead": "red"}
@@ -109,14 +109,14 @@ def _decoded(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-def duration(job: Job) -> float | None:
+def duration(job: JobRecord) -> float | None:
     """How long the last attempt ran (finished jobs only)."""
     if job.finished_at is None or job.started_at is None:
         return None
     return max(0.0, job.finished_at - job.started_at)
 
 
-def job_dict(job: Job) -> dict[str, Any]:
+def job_dict(job: JobRecord) -> dict[str, Any]:
     """A job as JSON: decoded values, ISO 8601 times; the claim's token is left out."""
     payload = json.loads(job.payload)
     data: dict[str, Any] = {
@@ -150,7 +150,7 @@ def dump_json(value: Any, out: TextIO | None = None) -> None:
     out.write("\n")
 
 
-def jobs_table(jobs: Sequence[Job], out: TextIO | None = None) -> None:
+def jobs_table(jobs: Sequence[JobRecord], out: TextIO | None = None) -> None:
     table(
         ["id", "task", "queue", "status", "attempt", "created", "finished", "took", "error"],
         [[j.id, short(j.task, 32), short(j.queue, 20), j.status,
@@ -164,7 +164,7 @@ def _value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
 
 
-def job_detail(job: Job, out: TextIO | None = None) -> None:
+def job_detail(job: JobRecord, out: TextIO | None = None) -> None:
     """Readable values (JSON), times with their zone, each error's traceback set apart."""
     out = out or sys.stdout
     data = job_dict(job)

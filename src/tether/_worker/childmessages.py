@@ -26,7 +26,7 @@ from tether._worker.pipereader import PipeReader
 from tether._worker.poolconfig import PoolConfig
 from tether._worker.registry import Running
 from tether._worker.sendahead import Ahead
-from tether.stores._contract import Job, Outcome, Store
+from tether.stores._contract import JobRecord, Outcome, Store
 
 log = logging.getLogger("tether.pool")
 
@@ -84,7 +84,7 @@ class ChildMessages:
             with self._cond:
                 queued, child.outbox = child.outbox, []
             out: list[bytes] = []
-            jobs: list[Job] = []
+            jobs: list[JobRecord] = []
             for item in queued:  # consecutive jobs: one ``runs`` message
                 if isinstance(item, bytes):
                     if jobs:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tether.stores._contract import Job, Lease, Outcome
+from tether.stores._contract import JobRecord, Lease, Outcome
 
 log = logging.getLogger("tether.worker")
 
@@ -26,7 +26,7 @@ MAX_DELAY = 60.0
 DEAD_PREFIX = "no worker has known task"
 
 
-def unknown_since(job: Job) -> tuple[float | None, int]:
+def unknown_since(job: JobRecord) -> tuple[float | None, int]:
     """(store time of the first hand-back of the latest run of them, how many there were)."""
     try:
         records: list[Any] = job.error_history
@@ -46,7 +46,7 @@ def unknown_since(job: Job) -> tuple[float | None, int]:
     return first, count
 
 
-def unknown_task_outcome(job: Job, lease: Lease, worker: str, timeout: float, *,
+def unknown_task_outcome(job: JobRecord, lease: Lease, worker: str, timeout: float, *,
                          warn: bool) -> Outcome:
     """The outcome for a claimed job whose task this worker has not registered."""
     first, handed_back = unknown_since(job)

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tether.stores._contract import Job, Lease, Outcome
+from tether.stores._contract import JobRecord, Lease, Outcome
 
 Header = dict[str, Any]
 Message = tuple[Header, list[str | None]]
@@ -191,7 +191,7 @@ class Writer:
 
 
 # -- jobs and outcomes ----------------------------------------------------------------------
-def run_size(job: Job) -> int:
+def run_size(job: JobRecord) -> int:
     """An upper bound of the bytes ``job`` adds to a ``runs`` message, without encoding it: a
     character takes at most 6 bytes in the header, 4 in a blob; any other field 24."""
     texts = (job.task, job.queue, job.status, job.locked_by, job.failure_reason,
@@ -203,7 +203,7 @@ def run_size(job: Job) -> int:
     return size
 
 
-def encode_runs(jobs: Sequence[Job]) -> bytes:
+def encode_runs(jobs: Sequence[JobRecord]) -> bytes:
     """One ``runs`` message for several jobs, in order: one header to encode here and one to
     parse in the child, instead of one per job. The child queues them as ``run`` messages."""
     blobs: list[str | None] = []
@@ -228,11 +228,11 @@ def run_key(header: Header) -> tuple[int, int]:
     return job[_ID], job[_ATTEMPT]
 
 
-def job_of(header: Header, blobs: list[str | None]) -> Job:
+def job_of(header: Header, blobs: list[str | None]) -> JobRecord:
     fields = dict(zip(_JOB_FIELDS, header["job"], strict=True))
     payload, checkpoint, progress = blobs
-    return Job(**fields, payload=payload or "[[], {}]", checkpoint=checkpoint, progress=progress,
-               last_error=None, result=None)
+    return JobRecord(**fields, payload=payload or "[[], {}]", checkpoint=checkpoint,
+                     progress=progress, last_error=None, result=None)
 
 
 def outcome_message(lease: Lease, outcome: Outcome | None) -> Message:

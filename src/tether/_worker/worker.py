@@ -47,7 +47,7 @@ from tether._worker.procpool import ProcessPool
 from tether._worker.registry import Registry, Running
 from tether._worker.shutdown import Phase, Shutdown
 from tether._worker.unknown import unknown_task_outcome
-from tether.stores._contract import Job, Outcome, Store, WorkerInfo
+from tether.stores._contract import JobRecord, Outcome, Store, WorkerInfo
 from tether.stores._replay import new_request_id
 
 if TYPE_CHECKING:
@@ -341,7 +341,7 @@ class Worker:
         log.log(level, "fetching failed %d time(s) in a row (%s); retrying every %.1fs at most",
                 streak, one_line(exc), FETCH_BACKOFF_MAX, exc_info=not transient and streak == 1)
 
-    def _start(self, job: Job, trusted_until: float) -> Running | None:
+    def _start(self, job: JobRecord, trusted_until: float) -> Running | None:
         """Start a claimed job, or (thread pool) return its entry to queue for a slot."""
         self.claimed += 1
         entry = Running(JobContext(job, self.store, self.app.codec), trusted_until)

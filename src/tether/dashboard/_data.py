@@ -15,7 +15,7 @@ from typing import Any
 
 from tether import _clock as clock
 from tether._config import Settings
-from tether.stores._contract import STATUSES, Job, JobFilter, Store, WorkerInfo
+from tether.stores._contract import STATUSES, JobFilter, JobRecord, Store, WorkerInfo
 
 ELECTION = "maintenance"
 SOON = 10.0  # seconds: a lease expiring within this is "about to expire"
@@ -96,7 +96,7 @@ def decoded(text: str | None) -> str:
         return text
 
 
-def job_view(job: Job) -> dict[str, Any]:
+def job_view(job: JobRecord) -> dict[str, Any]:
     value = json.loads(job.payload)
     attempts = []
     for e in json.loads(job.errors):

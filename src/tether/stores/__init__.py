@@ -1,4 +1,10 @@
-"""Store registry: a URL picks the engine.
+"""The store contract and the store registry: what a storage engine implements, and the URL
+that picks one.
+
+Public: the contract (``Store`` and the records that cross the seam, re-exported from the
+private modules that hold them) for anyone who writes or tests a store, and ``open_store``.
+Tether's own modules import from the private modules directly, so that this package can open
+every store without an import circle.
 
 * ``sqlite:///relative.db`` / ``sqlite:////absolute/path.db`` (embedded default)
 * ``postgresql://user@host:5432/db?schema=tether`` (also ``postgres://``)
@@ -13,7 +19,30 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tether._errors import ConfigError
-from tether.stores._contract import Store
+from tether.stores._contract import (
+    REAPED_ERROR,
+    STATUSES,
+    TERMINAL,
+    AsyncProducer,
+    CancelResult,
+    FailureReason,
+    HeartbeatResult,
+    JobFilter,
+    JobRecord,
+    JobStatus,
+    Leadership,
+    Lease,
+    NewJob,
+    Outcome,
+    OutcomeKind,
+    QueueCount,
+    Reaped,
+    RetryResult,
+    ScheduleState,
+    Store,
+    StoreInfo,
+    WorkerInfo,
+)
 from tether.stores._urls import redact
 
 DEFAULT_URL = "sqlite:///tether.db"
@@ -53,4 +82,29 @@ def open_store(url: str, **options: Any) -> Store:
     )
 
 
-__all__ = ["DEFAULT_URL", "open_store"]
+__all__ = [
+    "DEFAULT_URL",
+    "REAPED_ERROR",
+    "STATUSES",
+    "TERMINAL",
+    "AsyncProducer",
+    "CancelResult",
+    "FailureReason",
+    "HeartbeatResult",
+    "JobFilter",
+    "JobRecord",
+    "JobStatus",
+    "Leadership",
+    "Lease",
+    "NewJob",
+    "Outcome",
+    "OutcomeKind",
+    "QueueCount",
+    "Reaped",
+    "RetryResult",
+    "ScheduleState",
+    "Store",
+    "StoreInfo",
+    "WorkerInfo",
+    "open_store",
+]

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from tether import _clock as clock
 from tether._errors import StoreUnavailable
-from tether.stores._contract import CancelResult, Job, NewJob, Store
+from tether.stores._contract import CancelResult, JobRecord, NewJob, Store
 
 R = TypeVar("R")
 
@@ -91,7 +91,7 @@ class ThreadedProducer:
         return await self._run(self._calls, self._store.enqueue, list(jobs),
                                request_id=request_id)
 
-    async def get_job(self, job_id: int) -> Job | None:
+    async def get_job(self, job_id: int) -> JobRecord | None:
         return await self._run(self._calls, self._store.get_job, job_id)
 
     async def cancel(self, job_id: int) -> CancelResult:

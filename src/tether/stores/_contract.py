@@ -71,8 +71,8 @@ from tether.stores._records import (
     CancelResult,
     FailureReason,
     HeartbeatResult,
-    Job,
     JobFilter,
+    JobRecord,
     JobStatus,
     Leadership,
     Lease,
@@ -95,8 +95,8 @@ __all__ = [
     "CancelResult",
     "FailureReason",
     "HeartbeatResult",
-    "Job",
     "JobFilter",
+    "JobRecord",
     "JobStatus",
     "Leadership",
     "Lease",
@@ -180,7 +180,7 @@ class Store(Protocol):
         *,
         now: float | None = None,
         request_id: str | None = None,
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         """Claim up to ``limit`` due pending jobs of ``queues`` in one atomic write.
 
         ``request_id`` (32 hex characters, drawn by the store when None) is the nonce of the
@@ -289,7 +289,7 @@ class Store(Protocol):
         ...
 
     # -- inspection --------------------------------------------------------------------------
-    def get_job(self, job_id: int) -> Job | None: ...
+    def get_job(self, job_id: int) -> JobRecord | None: ...
 
     def list_jobs(
         self,
@@ -298,7 +298,7 @@ class Store(Protocol):
         queue: str | None = None,
         after_id: int | None = None,
         limit: int = 100,
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         """Jobs in ascending id order with id > after_id (keyset pagination).
 
         ``limit`` must be 1..MAX_PAGE (ValueError otherwise, on every store)."""
@@ -320,7 +320,7 @@ class Store(Protocol):
     # -- operations (issue #11): additive; nothing on the lease hot path uses them ------------
     def search_jobs(
         self, filter: JobFilter, *, cursor: int | None = None, limit: int = 100
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         """Jobs matching ``filter`` in id order (descending when ``newest_first``), keyset
         paginated: only ids below ``cursor`` (descending) or above it (ascending).
         ``limit`` must be 1..MAX_PAGE (ValueError otherwise)."""
@@ -395,7 +395,7 @@ class AsyncProducer(Protocol):
         self, jobs: Sequence[NewJob], *, request_id: str | None = None, conn: Any = None
     ) -> list[int]: ...
 
-    async def get_job(self, job_id: int) -> Job | None: ...
+    async def get_job(self, job_id: int) -> JobRecord | None: ...
 
     async def cancel(self, job_id: int) -> CancelResult: ...
 

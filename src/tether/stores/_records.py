@@ -60,7 +60,7 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
-class Job:
+class JobRecord:
     """A snapshot of one job row. Times are epoch seconds (float) or None."""
 
     id: int
@@ -125,18 +125,18 @@ class Job:
 
 
 #: The slot setters of Job, in field order (see :func:`job_of`).
-_JOB_SETTERS = tuple(getattr(Job, f.name).__set__ for f in fields(Job))
+_JOB_SETTERS = tuple(getattr(JobRecord, f.name).__set__ for f in fields(JobRecord))
 _new = object.__new__
 
 
-def job_of(values: Sequence[Any]) -> Job:
+def job_of(values: Sequence[Any]) -> JobRecord:
     """``Job(*values)`` for a full row (every field, in order), built without the frozen
     dataclass ``__init__``: that sets each of the 27 fields through ``object.__setattr__``,
     and a claim builds one Job per job on the worker's hot path. Same object, equal to
     ``Job(*values)``; a row of the wrong length is refused as ``Job(*values)`` would."""
     if len(values) != len(_JOB_SETTERS):
-        return Job(*values)  # raises the usual TypeError
-    job: Job = _new(Job)
+        return JobRecord(*values)  # raises the usual TypeError
+    job: JobRecord = _new(JobRecord)
     for set_field, value in zip(_JOB_SETTERS, values, strict=True):
         set_field(job, value)
     return job

@@ -15,8 +15,8 @@ from tether import _limits as limits
 from tether._limits import check_job_id, check_page
 from tether.stores._contract import (
     TERMINAL,
-    Job,
     JobFilter,
+    JobRecord,
     JobStatus,
     Leadership,
     QueueCount,
@@ -113,7 +113,7 @@ class AdminMixin:
             return db.leader_row(name, db.now(now))
 
     # -- inspection --------------------------------------------------------------------------
-    def get_job(self, job_id: int) -> Job | None:
+    def get_job(self, job_id: int) -> JobRecord | None:
         job_id = check_job_id(job_id)
         with self._db.tx() as db:
             return db.jobs.get(job_id)
@@ -121,7 +121,7 @@ class AdminMixin:
     def list_jobs(
         self, *, status: JobStatus | None = None, queue: str | None = None,
         after_id: int | None = None, limit: int = 100,
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         limit = check_page(limit)
         after = after_id if after_id is not None else 0
         with self._db.tx() as db:
@@ -162,7 +162,7 @@ class AdminMixin:
     # -- operations (issue #11) ------------------------------------------------------------
     def search_jobs(
         self, filter: JobFilter, *, cursor: int | None = None, limit: int = 100
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         check_search(cursor, limit)
         with self._db.tx() as db:
             ids = list(reversed(db.jobs)) if filter.newest_first else list(db.jobs)

@@ -15,7 +15,7 @@ from typing import Any
 
 from tether import _clock as clock
 from tether._limits import check_job_id
-from tether.stores._contract import AsyncProducer, CancelResult, Job, NewJob
+from tether.stores._contract import AsyncProducer, CancelResult, JobRecord, NewJob
 from tether.stores._memory.state import Shared
 
 
@@ -70,8 +70,8 @@ class MemoryProducer:
         ids: list[int] = self._store.enqueue(jobs, request_id=request_id)
         return ids
 
-    async def get_job(self, job_id: int) -> Job | None:
-        job: Job | None = self._store.get_job(job_id)
+    async def get_job(self, job_id: int) -> JobRecord | None:
+        job: JobRecord | None = self._store.get_job(job_id)
         return job
 
     async def cancel(self, job_id: int) -> CancelResult:

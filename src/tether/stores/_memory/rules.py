@@ -10,7 +10,7 @@ import json
 from dataclasses import replace
 
 from tether._text import clean_optional
-from tether.stores._contract import Job, JobStatus, Outcome
+from tether.stores._contract import JobRecord, JobStatus, Outcome
 
 #: The error record's reason when the outcome gives none.
 DEFAULT_REASON = {
@@ -19,7 +19,7 @@ DEFAULT_REASON = {
 }
 
 
-def error_record(job: Job, error: str, reason: str, at: float) -> str:
+def error_record(job: JobRecord, error: str, reason: str, at: float) -> str:
     """``job.errors`` with one record appended: exactly attempt, error, reason, at and owner
     (the lease's owner, read before the lease is cleared)."""
     try:
@@ -33,7 +33,7 @@ def error_record(job: Job, error: str, reason: str, at: float) -> str:
     return json.dumps(records, ensure_ascii=False)
 
 
-def next_status(job: Job, kind: str) -> JobStatus:
+def next_status(job: JobRecord, kind: str) -> JobStatus:
     """Where an attempt ending by ``kind`` sends the job (a requested cancel sticks unless
     the work was done or the job is dead-lettered)."""
     if kind == "done":
@@ -53,7 +53,7 @@ def next_status(job: Job, kind: str) -> JobStatus:
     return "pending" if job.failures + 1 + job.stall_count < job.max_attempts else "failed"
 
 
-def apply_outcome(job: Job, o: Outcome, now: float) -> Job:
+def apply_outcome(job: JobRecord, o: Outcome, now: float) -> JobRecord:
     """The row after outcome ``o`` of the attempt holding ``job`` (already fenced)."""
     status = next_status(job, o.kind)
     error = clean_optional(o.error)
@@ -79,7 +79,7 @@ def apply_outcome(job: Job, o: Outcome, now: float) -> Job:
     )  # lease_token is kept: a replayed finish recognises its own applied outcome by it
 
 
-def replayed(job: Job | None, o: Outcome) -> bool:
+def replayed(job: JobRecord | None, o: Outcome) -> bool:
     """True when ``o`` is an outcome this very lease already applied (a finish whose reply
     was lost, sent again): the row left running at that attempt and still carries the lease's
     token, which only the holder's own finish leaves behind, in a status ``o`` leads to."""

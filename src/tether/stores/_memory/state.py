@@ -27,7 +27,7 @@ from contextlib import contextmanager
 
 from tether import _clock as clock
 from tether._errors import SchemaError, StoreError
-from tether.stores._contract import Job, Leadership, NewJob, ScheduleState, WorkerInfo
+from tether.stores._contract import JobRecord, Leadership, NewJob, ScheduleState, WorkerInfo
 
 SCHEMA_VERSION = 1
 #: How long a request id protects a call against replays (base contract: 24 h).
@@ -47,7 +47,7 @@ class Shared:
         self.next_id = 1
         #: In ascending id order: ids only grow, rows are inserted once and replaced in place
         #: (a dict keeps a key's position), so listings need no sort.
-        self.jobs: dict[int, Job] = {}
+        self.jobs: dict[int, JobRecord] = {}
         #: queue -> {job id: (priority, run_at, id)} of pending jobs: the claim's candidates.
         self.pending: dict[str, dict[int, tuple[int, float, int]]] = {}
         self.running: set[int] = set()
@@ -105,7 +105,7 @@ class Shared:
         or of the new pending row."""
         if new.unique_key is not None and new.unique_key in self.live_keys:
             return self.live_keys[new.unique_key]
-        job = Job(
+        job = JobRecord(
             id=self.new_id(), task=new.task, queue=new.queue, payload=new.payload,
             status="pending", priority=new.priority,
             run_at=float(new.run_at) if new.run_at is not None else t + float(new.delay),
@@ -117,7 +117,7 @@ class Shared:
         self.put(job)
         return job.id
 
-    def put(self, job: Job) -> None:
+    def put(self, job: JobRecord) -> None:
         """Insert or replace a row, keeping every index in step with it."""
         old = self.jobs.get(job.id)
         if old is not None:
@@ -135,7 +135,7 @@ class Shared:
         if old is not None:
             self._unindex(old)
 
-    def _unindex(self, job: Job) -> None:
+    def _unindex(self, job: JobRecord) -> None:
         queue = self.pending.get(job.queue)
         if queue is not None:
             queue.pop(job.id, None)

@@ -33,7 +33,7 @@ from tether.stores._contract import (
     TERMINAL,
     CancelResult,
     HeartbeatResult,
-    Job,
+    JobRecord,
     JobStatus,
     Lease,
     NewJob,
@@ -72,7 +72,7 @@ def _request_id(value: str | None) -> str | None:
     return None if value is None else check_text(value, "request_id", limit=_MAX_REQUEST_ID)
 
 
-def _held(db: Shared, lease: Lease) -> Job | None:
+def _held(db: Shared, lease: Lease) -> JobRecord | None:
     """The row ``lease`` still holds (the fence), or None."""
     job = db.jobs.get(lease.job_id)
     if (job is None or job.status != "running" or job.attempt != lease.attempt
@@ -207,7 +207,7 @@ class MemoryStore(SchedulesMixin, AsyncMixin, AdminMixin):
     def claim(
         self, owner: str, queues: Sequence[str], limit: int, lease_ttl: float, *,
         now: float | None = None, request_id: str | None = None,
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         """Claim in one step; every claimed row's token is ``nonce:id``. The nonce is the
         ``request_id`` when given (a repeat returns the jobs still running under it and
         claims nothing more), else 128 fresh random bits."""

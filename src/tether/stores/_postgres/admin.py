@@ -11,7 +11,14 @@ from typing import cast
 
 from tether import _limits as limits
 from tether._errors import ConfigError
-from tether.stores._contract import TERMINAL, Job, JobStatus, Leadership, QueueCount, WorkerInfo
+from tether.stores._contract import (
+    TERMINAL,
+    JobRecord,
+    JobStatus,
+    Leadership,
+    QueueCount,
+    WorkerInfo,
+)
 from tether.stores._postgres.plumbing import Plumbing, Row
 
 #: Request records are kept at least this long (seconds) before housekeeping deletes them.
@@ -72,9 +79,9 @@ class Admin(Plumbing):
         return _leadership(self._one("leader_get", {"name": name}))
 
     # -- inspection ----------------------------------------------------------------------------
-    def get_job(self, job_id: int) -> Job | None:
+    def get_job(self, job_id: int) -> JobRecord | None:
         row = self._one("get_job", {"id": limits.check_job_id(job_id)})
-        return None if row is None else Job(*row)
+        return None if row is None else JobRecord(*row)
 
     def list_jobs(
         self,
@@ -83,10 +90,10 @@ class Admin(Plumbing):
         queue: str | None = None,
         after_id: int | None = None,
         limit: int = 100,
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         limits.check_page(limit)
         params = {"status": status, "queue": queue, "after_id": after_id, "limit": limit}
-        return [Job(*row) for row in self._rows("list_jobs", params)]
+        return [JobRecord(*row) for row in self._rows("list_jobs", params)]
 
     def counts(self) -> list[QueueCount]:
         return [QueueCount(q, cast(JobStatus, s), int(n)) for q, s, n in self._rows("counts", {})]

@@ -29,7 +29,7 @@ from tether import _clock as clock
 from tether import _limits as limits
 from tether._errors import JobNotFound, StoreError, StoreUnavailable
 from tether.stores._aio import until_ready
-from tether.stores._contract import CancelResult, Job, NewJob
+from tether.stores._contract import CancelResult, JobRecord, NewJob
 from tether.stores._per_loop import PerLoop, ProducerCache, threadsafe_wake
 from tether.stores._postgres.apool import AConn, AsyncPool
 from tether.stores._postgres.connection import Connector
@@ -158,9 +158,9 @@ class PostgresAsyncProducer:
         rows = await self._rows(call.name, call.params, conn, retry_races=True)
         return ids_of(call, rows)
 
-    async def get_job(self, job_id: int) -> Job | None:
+    async def get_job(self, job_id: int) -> JobRecord | None:
         rows = await self._rows("get_job", {"id": limits.check_job_id(job_id)})
-        return Job(*rows[0]) if rows else None
+        return JobRecord(*rows[0]) if rows else None
 
     async def cancel(self, job_id: int) -> CancelResult:
         limits.check_job_id(job_id)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tether import _limits as limits
-from tether.stores._contract import Job, JobFilter, JobStatus, Leadership
+from tether.stores._contract import JobFilter, JobRecord, JobStatus, Leadership
 from tether.stores._opsargs import check_purge, sql_search_params
 from tether.stores._postgres.connection import Connector
 
@@ -37,10 +37,10 @@ class OpsMixin:
 
     def search_jobs(
         self, filter: JobFilter, *, cursor: int | None = None, limit: int = 100
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         params = sql_search_params(filter, cursor, limit)
         name = "search_jobs_desc" if filter.newest_first else "search_jobs_asc"
-        return [Job(*row) for row in self._ops(name, params)]
+        return [JobRecord(*row) for row in self._ops(name, params)]
 
     def purge(self, queue: str, statuses: Sequence[JobStatus]) -> int:
         chosen = check_purge(queue, statuses)

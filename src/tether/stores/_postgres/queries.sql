@@ -12,7 +12,7 @@
 --   clock rules lease expiry for every machine. That clock is statement_timestamp(): in our
 --   own autocommit statements it equals now(), and inside a caller's long transaction it is
 --   still the moment of the statement, not of the transaction's BEGIN.
--- * Job rows come back in the field order of tether.stores._contract.Job.
+-- * Job rows come back in the field order of tether.stores.JobRecord.
 -- * Every fenced write matches (id, attempt, locked_by, lease_token) and status = 'running'.
 
 -- name: now

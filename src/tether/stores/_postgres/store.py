@@ -43,7 +43,7 @@ from tether.stores._contract import (
     REAPED_ERROR,
     CancelResult,
     HeartbeatResult,
-    Job,
+    JobRecord,
     JobStatus,
     Lease,
     NewJob,
@@ -175,7 +175,7 @@ class PostgresStore(SchedulesMixin, AsyncMixin, OpsMixin, Admin):
         *,
         now: float | None = None,
         request_id: str | None = None,
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         if limit <= 0 or not queues:
             return []
         nonce = secrets.token_hex(16) if request_id is None else request_id

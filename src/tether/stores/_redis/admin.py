@@ -14,7 +14,7 @@ import redis
 
 from tether import _limits as limits
 from tether._errors import StoreError
-from tether.stores._contract import Job, JobStatus, QueueCount, WorkerInfo
+from tether.stores._contract import JobRecord, JobStatus, QueueCount, WorkerInfo
 from tether.stores._redis import rows as codec
 from tether.stores._redis.connection import io
 
@@ -31,7 +31,7 @@ class Inspection:
         raise NotImplementedError
 
     # -- inspection --------------------------------------------------------------------------
-    def get_job(self, job_id: int) -> Job | None:
+    def get_job(self, job_id: int) -> JobRecord | None:
         job_id = limits.check_job_id(job_id)
         with io():
             row = self._client.hgetall(self._key("job", str(job_id)))
@@ -44,7 +44,7 @@ class Inspection:
         queue: str | None = None,
         after_id: int | None = None,
         limit: int = 100,
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         limit = limits.check_page(limit)
         after = str(int(after_id)) if after_id is not None else "-inf"
         rows = self._run("list_jobs", status or "", queue or "", after, str(int(limit)))

@@ -30,7 +30,7 @@ from tether import _clock as clock
 from tether import _limits as limits
 from tether._errors import ConfigError, JobNotFound
 from tether.stores._aio import until_ready
-from tether.stores._contract import CancelResult, Job, NewJob
+from tether.stores._contract import CancelResult, JobRecord, NewJob
 from tether.stores._per_loop import PerLoop, ProducerCache, threadsafe_wake
 from tether.stores._redis import rows as codec
 from tether.stores._redis.calls import CANCEL, request, script_text
@@ -156,7 +156,7 @@ class RedisAsyncProducer:
                               *codec.enqueue_args(jobs))
         return [int(i) for i in ids]
 
-    async def get_job(self, job_id: int) -> Job | None:
+    async def get_job(self, job_id: int) -> JobRecord | None:
         job_id = limits.check_job_id(job_id)
         client = self._loop_client().client
         with io():

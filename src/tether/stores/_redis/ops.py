@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tether import _limits as limits
-from tether.stores._contract import Job, JobFilter, JobStatus, Leadership
+from tether.stores._contract import JobFilter, JobRecord, JobStatus, Leadership
 from tether.stores._opsargs import check_purge, check_search
 from tether.stores._redis import rows as codec
 from tether.stores._redis.calls import script_text
@@ -36,9 +36,9 @@ class OpsMixin:
 
     def search_jobs(
         self, filter: JobFilter, *, cursor: int | None = None, limit: int = 100
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         check_search(cursor, limit)
-        jobs: list[Job] = []
+        jobs: list[JobRecord] = []
         at = "" if cursor is None else str(int(cursor))
         while True:
             rows, at = self._ops(

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from tether._errors import StoreError
 from tether._text import clean_error
-from tether.stores._contract import Job, JobStatus, Lease, NewJob, Outcome
+from tether.stores._contract import JobRecord, JobStatus, Lease, NewJob, Outcome
 
 ENQUEUE_FIELDS = 10
 FINISH_FIELDS = 11
@@ -77,13 +77,13 @@ def _opt_float(d: dict[str, str], key: str) -> float | None:
     return None if value is None else float(value)
 
 
-def job_from_flat(flat: Sequence[Any]) -> Job:
+def job_from_flat(flat: Sequence[Any]) -> JobRecord:
     """A Job from an HGETALL reply (flat field/value list, or a dict)."""
     d: dict[str, str] = dict(zip(flat[::2], flat[1::2], strict=True))
     return job_from_dict(d)
 
 
-def job_from_dict(d: dict[str, str]) -> Job:
+def job_from_dict(d: dict[str, str]) -> JobRecord:
     try:
         return _job(d)
     except (KeyError, ValueError, TypeError) as exc:
@@ -93,8 +93,8 @@ def job_from_dict(d: dict[str, str]) -> Job:
         ) from exc
 
 
-def _job(d: dict[str, str]) -> Job:
-    return Job(
+def _job(d: dict[str, str]) -> JobRecord:
+    return JobRecord(
         id=int(d["id"]),
         task=d["task"],
         queue=d["queue"],

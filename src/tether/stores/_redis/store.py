@@ -27,7 +27,7 @@ written outside ``P:``::
     P:epoch                       string   random, made by migrate: gone = data lost (_watch)
     P:incidents                   hash     run_id, restarts_seen, data_loss, last_*_at
     P:ids                         string   INCR counter of job ids
-    P:job:{id}                    hash     every field of base.Job (absent = None), plus
+    P:job:{id}                    hash     every field of JobRecord (absent = None), plus
                                            lease_owner (the owner of lease_token)
     P:queues                      set      every queue name ever enqueued to
     P:prios:{queue}               zset     priority levels with pending jobs (score = member)
@@ -66,7 +66,7 @@ from tether.stores._contract import (
     REAPED_ERROR,
     CancelResult,
     HeartbeatResult,
-    Job,
+    JobRecord,
     JobStatus,
     Leadership,
     Lease,
@@ -254,7 +254,7 @@ class RedisStore(SchedulesMixin, AsyncMixin, Inspection, OpsMixin):
         *,
         now: float | None = None,
         request_id: str | None = None,
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         wanted = list(dict.fromkeys(queues))
         if limit <= 0 or not wanted:
             return []

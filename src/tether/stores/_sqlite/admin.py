@@ -11,7 +11,7 @@ import json
 from tether._limits import check_job_id, check_page
 from tether.stores._contract import (
     TERMINAL,
-    Job,
+    JobRecord,
     JobStatus,
     Leadership,
     QueueCount,
@@ -102,7 +102,7 @@ class AdminMixin:
 
     # -- inspection --------------------------------------------------------------------------
     @guarded
-    def get_job(self, job_id: int) -> Job | None:
+    def get_job(self, job_id: int) -> JobRecord | None:
         row = self._db.get().execute(Q["get_job"], {"id": check_job_id(job_id)}).fetchone()
         return None if row is None else job_from_row(row)
 
@@ -114,7 +114,7 @@ class AdminMixin:
         queue: str | None = None,
         after_id: int | None = None,
         limit: int = 100,
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         params = {
             "status": status,
             "queue": queue,

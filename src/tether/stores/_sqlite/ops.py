@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from tether import _limits as limits
 from tether.stores import _queries as queries
-from tether.stores._contract import Job, JobFilter, JobStatus, Leadership
+from tether.stores._contract import JobFilter, JobRecord, JobStatus, Leadership
 from tether.stores._opsargs import check_purge, sql_search_params
 from tether.stores._sqlite.connection import Connections, guarded
 from tether.stores._sqlite.rows import job_from_row, store_now
@@ -29,7 +29,7 @@ class OpsMixin:
     @guarded
     def search_jobs(
         self, filter: JobFilter, *, cursor: int | None = None, limit: int = 100
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         params = sql_search_params(filter, cursor, limit)
         sql = OPS["search_jobs_desc" if filter.newest_first else "search_jobs_asc"]
         return [job_from_row(row) for row in self._db.get().execute(sql, params)]

@@ -1,6 +1,6 @@
 -- Named queries of the SQLite store for operations (issue #11): searching, purging, pausing,
 -- forgetting dead workers, reading the leader. None of them is on the lease hot path.
--- Job rows use the column list of ``base.Job`` in field order, like queries.sql.
+-- Job rows use the column list of ``JobRecord`` in field order, like queries.sql.
 
 -- name: create_paused_queues
 -- Queues an operator paused (``tether pause``): workers leave them out of their claims. Made

@@ -3,7 +3,7 @@
 -- ``:now`` is always bound: the Python side passes the caller's explicit time or the value of
 -- ``clock``, read inside the same transaction. Batches travel as one JSON parameter expanded with
 -- ``json_each`` so the SQL text is fixed and the prepared statement is reused.
--- Job rows are always selected with the column list of ``base.Job``, in field order, so Python
+-- Job rows are always selected with the column list of ``JobRecord``, in field order, so Python
 -- turns a row into a Job positionally.
 
 -- name: clock

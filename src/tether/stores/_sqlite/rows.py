@@ -10,7 +10,7 @@ from typing import Any
 from tether._limits import check_json_text
 from tether._text import clean_optional
 from tether.stores import _queries as queries
-from tether.stores._contract import Job, Lease, Outcome
+from tether.stores._contract import JobRecord, Lease, Outcome
 from tether.stores._records import job_of
 
 SCHEMA_VERSION = 3
@@ -42,8 +42,8 @@ def store_now(conn: sqlite3.Connection, now: float | None) -> float:
     return value
 
 
-def job_from_row(row: Sequence[Any]) -> Job:
-    """A row selected with the base.Job column list (cancel_requested is stored as 0/1)."""
+def job_from_row(row: Sequence[Any]) -> JobRecord:
+    """A row selected with the JobRecord column list (cancel_requested is stored as 0/1)."""
     return job_of((*row[:24], row[24] == 1, row[25], row[26]))
 
 

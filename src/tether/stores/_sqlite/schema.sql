@@ -4,7 +4,7 @@
 -- at once: the write lock serialises them, and the version read inside it picks the steps.
 
 -- name: create_jobs
--- One row per job; every field of ``base.Job``. Times are REAL epoch seconds from the store's
+-- One row per job; every field of ``JobRecord``. Times are REAL epoch seconds from the store's
 -- clock. AUTOINCREMENT so a pruned id is never handed out again (ids are cited in logs and
 -- keyset pagination). The table CHECK holds invariant 1 of the contract at the engine level: a
 -- running row always has an owner and a lease.

@@ -50,7 +50,7 @@ from tether.stores._contract import (
     REAPED_ERROR,
     CancelResult,
     HeartbeatResult,
-    Job,
+    JobRecord,
     Lease,
     NewJob,
     Outcome,
@@ -208,7 +208,7 @@ class SQLiteStore(SchedulesMixin, AsyncMixin, SchemaMixin, AdminMixin, OpsMixin)
         *,
         now: float | None = None,
         request_id: str | None = None,
-    ) -> list[Job]:
+    ) -> list[JobRecord]:
         """Claim in one write; every claimed row's token is ``nonce:id``. The nonce is the
         ``request_id`` when given (a repeat of the call returns the jobs still running under
         it and claims nothing more), else 128 fresh random bits."""

@@ -4,7 +4,7 @@
 -- search_path set to the configured schema, so every name below lands in that schema.
 -- Times are timestamptz; the store converts to epoch seconds at the SQL boundary.
 
--- Every field of tether.stores._contract.Job. Payload/result/checkpoint/progress are opaque JSON
+-- Every field of tether.stores.JobRecord. Payload/result/checkpoint/progress are opaque JSON
 -- text (the store never interprets them); errors is jsonb because the store appends to it.
 -- The id is an identity column "by default" so enqueue can draw ids with nextval() up front
 -- and hand them back in input order.
