@@ -1,4 +1,4 @@
-"""``tether.testing._drain``: the real worker, in-process, until no job is due."""
+"""``tether.testing.drain``: the real worker, in-process, until no job is due."""
 
 from __future__ import annotations
 

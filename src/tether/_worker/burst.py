@@ -1,5 +1,5 @@
 """Running a real worker until no job is due: ``tether worker --burst`` and
-:func:`tether.testing._drain`.
+:func:`tether.testing.drain`.
 
 Invariant: the worker is the ordinary one (claim, heartbeat, finish through the store
 contract); only *when to stop* is added. The fetcher claims while the idle check reads, so the

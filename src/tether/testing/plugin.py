@@ -88,7 +88,7 @@ def tether_app(tether_base_app: App, tether_store_url: str) -> Iterator[App]:
 
 @pytest.fixture
 def tether_drain(tether_app: App) -> Callable[..., list[DrainedJob]]:
-    """``tether_drain(**options)``: :func:`tether.testing._drain` of ``tether_app``."""
+    """``tether_drain(**options)``: :func:`tether.testing.drain` of ``tether_app``."""
 
     def run(**options: Any) -> list[DrainedJob]:
         return drain(tether_app, **options)
