@@ -101,7 +101,8 @@ def test_banner_redacts_the_password() -> None:
     @app.task(name="a.b", queue="x")
     def f() -> None: ...
 
-    message, fields = logs.worker_banner(app, "host:1:abc", ["x"], 4, "threads")
+    message, fields = logs.worker_banner(app.settings, app.url, app.tasks,
+                                         "host:1:abc", ["x"], 4, "threads")
     assert "s3cret" not in message and "app:***@127.0.0.1" in message
     assert tether.__version__ in message and "a.b" in message and "concurrency 4" in message
     assert fields["tasks"] == ["a.b"] and fields["pool"] == "threads"

@@ -58,7 +58,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
                         max_tasks_per_child=args.max_tasks_per_child,
                         max_memory_per_child=args.max_memory_per_child,
                         schedules=not args.burst)
-    message, fields = worker_banner(app, worker.id, list(worker.queues), args.concurrency,
+    message, fields = worker_banner(app.settings, app.url, app.tasks,
+                                    worker.id, list(worker.queues), args.concurrency,
                                     "processes" if process else "threads")
     log.info("%s", message, extra=fields)
     stop_metrics = None
