@@ -99,7 +99,7 @@ def enqueue(rounds: int, block: int) -> None:
     conn = psycopg.connect(PG_DSN, autocommit=True)
     try:
         create_table(conn, schema)
-        task = app.tasks[NOOP]
+        task = app.runtime.registry.tasks[NOOP]
         store = app.store
         job = task.new_job((), {})
         same = (f'INSERT INTO "{schema}".jobs (task, payload, queue, priority, run_at, '

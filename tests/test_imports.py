@@ -1,9 +1,11 @@
-"""No import cycles in the tether package, lazy imports included.
+"""No import cycles in the tether package, lazy and type-checking imports included.
 
 An import inside a function is still an import: it only hides a cycle until the function runs
 (and makes the first import of a module depend on which one a program happened to import
-first). The walk reads every module's imports (top level and inside functions; those under
-``if TYPE_CHECKING:`` are for the type checker only and never run) and fails on any cycle.
+first). An import under ``if TYPE_CHECKING:`` never runs, but it is still a dependency: the
+module cannot be read, typed or moved without the one it names, so a circle drawn through it
+is a circle in the design (issue #17: the App in the middle). The walk reads every module's
+imports (top level, inside functions and under ``if TYPE_CHECKING:``) and fails on any cycle.
 """
 
 from __future__ import annotations
@@ -28,22 +30,12 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _type_checking(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
 def _imports(tree: ast.AST, modules: dict[str, Path]) -> set[str]:
-    """The tether modules ``tree`` imports at run time."""
+    """The tether modules ``tree`` imports: at run time or for the type checker."""
     out: set[str] = set()
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and _type_checking(child):
-                for other in child.orelse:
-                    visit(other)
-                continue
             if isinstance(child, ast.Import):
                 out.update(a.name for a in child.names)
             elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
@@ -114,11 +106,12 @@ def _path(graph: dict[str, set[str]], component: set[str]) -> list[str]:
 
 
 def test_the_walk_sees_imports_and_finds_a_cycle() -> None:
-    tree = ast.parse("from typing import TYPE_CHECKING\nimport tether.a\n"
+    tree = ast.parse("import typing\nfrom typing import TYPE_CHECKING\nimport tether.a\n"
                      "if TYPE_CHECKING:\n    from tether.c import X\n"
+                     "if typing.TYPE_CHECKING:\n    import tether.d\n"
                      "def f():\n    from tether import b\n")
-    modules = dict.fromkeys(["tether.a", "tether.b", "tether.c"], Path())
-    assert _imports(tree, modules) == {"tether.a", "tether.b"}
+    modules = dict.fromkeys(["tether.a", "tether.b", "tether.c", "tether.d"], Path())
+    assert _imports(tree, modules) == {"tether.a", "tether.b", "tether.c", "tether.d"}
     assert cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b", "a"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
 
@@ -131,7 +124,9 @@ def test_no_import_cycles_in_tether() -> None:
 
 
 @pytest.mark.parametrize("module", ["tether._task", "tether._worker.worker", "tether._app",
-                                    "tether._worker.child", "tether._jobview"])
+                                    "tether._worker.child", "tether._jobview", "tether._runtime",
+                                    "tether._registry", "tether._events", "tether._logs",
+                                    "tether._errors"])
 def test_each_entry_module_imports_first(module: str) -> None:
     """Importing any of them first, in a fresh interpreter, works (no half-initialised
     module met on the way)."""

@@ -32,7 +32,7 @@ def load(url: str, n: int) -> int:
     """Enqueue n no-op jobs; returns the last id."""
     app = make_app(url)
     try:
-        task = app.tasks[NOOP]
+        task = app.runtime.registry.tasks[NOOP]
         last = 0
         for start in range(0, n, CHUNK):
             ids = task.enqueue_many([((), {})] * min(CHUNK, n - start))

@@ -76,7 +76,7 @@ def run(kind: str, cfg: Config) -> list[Figure]:
             bare: psycopg.Connection[object] | None = None
             holder: psycopg.Connection[object] | None = None
             try:
-                task = app.tasks[NOOP]
+                task = app.runtime.registry.tasks[NOOP]
                 fns: dict[str, Callable[[], object]] = {"tether": task.enqueue}
                 around: dict[str, tuple[Callable[[], object], Callable[[], object]]] = {}
                 if kind == "postgres":

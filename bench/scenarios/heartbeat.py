@@ -39,7 +39,7 @@ def measure(kind: str, cfg: Config, inflight: int) -> tuple[list[dict[str, Any]]
         app = make_app(url)
         child: WorkerProc | None = None
         try:
-            app.tasks[SLEEP].enqueue_many([((3600.0,), {})] * inflight)
+            app.runtime.registry.tasks[SLEEP].enqueue_many([((3600.0,), {})] * inflight)
             child = WorkerProc(
                 url, inflight, log_dir=cfg.workdir, lease_ttl=cfg.hb_lease_ttl,
                 module=["-m", "bench.hbworker", str(inflight), repr(cfg.hb_window),

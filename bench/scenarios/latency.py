@@ -28,7 +28,7 @@ def latency_once(kind: str, cfg: Config) -> list[float]:
                                 record=record)
             wait_registered(app.store, [worker])
             time.sleep(0.5)  # let it settle into its idle wait
-            task = app.tasks[RECORD]
+            task = app.runtime.registry.tasks[RECORD]
             task.enqueue(0.0)  # warm the producer connection; not measured
             records.wait_for(lambda r: True, 30.0)
             records.records.clear()

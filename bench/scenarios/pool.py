@@ -56,7 +56,8 @@ def cpu_wall(kind: str, cfg: Config, pool: str) -> float:
         app = make_app(url)
         worker: WorkerProc | None = None
         try:
-            ids = app.tasks[CPU].enqueue_many([((cfg.pool_cpu_iters,), {})] * cfg.pool_cpu_jobs)
+            ids = app.runtime.registry.tasks[CPU].enqueue_many(
+                [((cfg.pool_cpu_iters,), {})] * cfg.pool_cpu_jobs)
             worker = WorkerProc(url, 2, log_dir=cfg.workdir, extra_args=("--pool", pool))
             registered = wait_registered(app.store, [worker])
             done = wait_drained(app.store, ids[-1], timeout=300.0, worker=worker)
@@ -109,11 +110,11 @@ def stop_trials(kind: str, cfg: Config) -> dict[str, tuple[list[float], list[flo
             for _ in range(cfg.pool_trials):
                 for trigger in TRIGGERS:
                     task = SPIN_TIMEOUT if trigger == "timeout" else SPIN
-                    job_id = app.tasks[task].enqueue(time.time())
+                    job_id = app.runtime.registry.tasks[task].enqueue(time.time())
                     starts.wait_for(lambda r, j=job_id: r.job_id == j and r.attempt == 1, 30.0)
                     at = 0.0
                     if trigger != "timeout":
-                        time.sleep(random.uniform(0.0, app.settings.heartbeat_every))
+                        time.sleep(random.uniform(0.0, app.runtime.settings.heartbeat_every))
                         at = time.time()
                         if trigger == "lease":  # PostgreSQL skips a row a heartbeat locks
                             while not app.store.reap_expired(now=app.store.now() + 3600):

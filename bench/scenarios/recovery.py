@@ -40,7 +40,7 @@ def trials(kind: str, cfg: Config) -> tuple[list[float], float, float]:
         record = os.path.join(cfg.workdir, f"recovery-{time.time_ns()}.rec")
         records = RecordFile(record)
         app = make_app(url, lease_ttl=ttl)
-        settings = app.settings
+        settings = app.runtime.settings
         bound = settings.recovery_bound
         workers: list[WorkerProc] = []
 
@@ -52,7 +52,7 @@ def trials(kind: str, cfg: Config) -> tuple[list[float], float, float]:
         try:
             app.store.migrate()
             wait_registered(app.store, [spawn(), spawn()])
-            task = app.tasks[CRASH_ONCE]
+            task = app.runtime.registry.tasks[CRASH_ONCE]
             for _ in range(cfg.recovery_trials):
                 job_id = task.enqueue(time.time())
                 first = records.wait_for(first_attempt(job_id), 30.0)

@@ -44,7 +44,7 @@ def startup_once(kind: str, cfg: Config) -> tuple[float, float]:
         app = make_app(url)
         worker: WorkerProc | None = None
         try:
-            app.tasks[RECORD].enqueue(0.0)
+            app.runtime.registry.tasks[RECORD].enqueue(0.0)
             worker = WorkerProc(url, 10, log_dir=cfg.workdir, record=record)
             first = records.wait_for(lambda r: True, 60.0)
             return first.started - worker.started, cpu_seconds(worker.pid)

@@ -1,43 +1,37 @@
 """``App``: the entry point users hold. Tasks, enqueueing, inspection, results, a worker.
 
-Import order (no cycle): ``app`` imports ``task`` and the worker; neither imports ``app``
-(they name it for the type checker only), so a test can walk the package's imports and find
-no cycle (tests/test_imports.py).
+The App is the user's API only. What the worker, results, logs, the process-pool child, the
+CLI and the integrations need (settings, codec, events, the store, the task registry and the
+enqueue seam) is its :class:`~tether._runtime.Runtime`, ``app.runtime``. Import order (no
+cycle, type-checking imports included): ``app`` imports the runtime, ``task`` and the worker;
+none of them imports ``app`` (tests/test_imports.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import importlib
-import os
-import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, ParamSpec, TypeVar, overload
 
-from tether import _clock as clock
 from tether import _results as results
 from tether._backoff import Backoff
-from tether._codec import DEFAULT_CODEC, Codec
-from tether._config import Settings, make_settings
-from tether._errors import ConfigError, JobNotFound, StoreUnavailable
-from tether._events import Callback, Events
+from tether._codec import Codec
+from tether._config import make_settings
+from tether._errors import ConfigError, JobNotFound
+from tether._events import Callback
 from tether._jobid import JobId
-from tether._jobview import Job, view
+from tether._jobview import Job
 from tether._newjob import OPTIONS, TaskOptions, make_new_job
+from tether._periodic import declare
+from tether._runtime import Runtime
 from tether._task import Task, TaskDecorator
 from tether._worker.worker import Worker
-from tether.stores import DEFAULT_URL, open_store
-from tether.stores._contract import AsyncProducer, CancelResult, NewJob, RetryResult, Store
-from tether.stores._records import JobRecord
-from tether.stores._replay import new_request_id
+from tether.stores._contract import CancelResult, NewJob, RetryResult, Store
 
 P = ParamSpec("P")
 R = TypeVar("R")
 TaskT = TypeVar("TaskT", bound=Task[Any, Any])  # @app.periodic hands the task back, typed
 
-#: Pauses between the attempts of one enqueue while the store is unavailable (~1 s in all).
-ENQUEUE_RETRY_PAUSES = (0.1, 0.3, 0.6)
 #: Options ``App.enqueue`` takes beyond ``Task.enqueue``'s: the job's budgets.
 BUDGETS = frozenset({"max_attempts", "max_stalls"})
 
@@ -56,79 +50,23 @@ class App:
     def __init__(self, url: str | None = None, *, auto_migrate: bool = True,
                  codec: Codec | None = None, include: Iterable[str] = (),
                  **options: Any) -> None:
-        self._url = url or os.environ.get("TETHER_URL") or DEFAULT_URL
-        self.settings: Settings = make_settings(**options)
-        self.auto_migrate = auto_migrate
-        if codec is not None and not (callable(getattr(codec, "encode", None))
-                                      and callable(getattr(codec, "decode", None))):
-            raise ConfigError("codec must have encode(value) and decode(value, type) methods "
-                              "(see tether._codec.Codec)")
-        self.codec: Codec = codec if codec is not None else DEFAULT_CODEC
-        if isinstance(include, str):
-            include = [include]
-        self.include: tuple[str, ...] = tuple(include)
-        if not all(isinstance(m, str) and m for m in self.include):
-            raise ConfigError(f"include must be module names, got {self.include!r}")
-        self._included = not self.include
-        self.tasks: dict[str, Task[Any, Any]] = {}
-        self.events = Events()
-        self._store: Store | None = None
-        self._producing = False  # an async producer was handed out (aclose closes it)
-        self._lock = threading.RLock()
+        #: What the worker, the CLI, the testing helpers and the integrations use.
+        self.runtime = Runtime(url, make_settings(**options), auto_migrate=auto_migrate,
+                               codec=codec, include=include)
 
     # -- store -------------------------------------------------------------------------------
     @property
-    def url(self) -> str:
-        return self._url
-
-    @url.setter
-    def url(self, url: str) -> None:
-        """A new URL closes the store opened on the old one (the next use opens the new one):
-        keeping it would leave this app reading and writing where the URL no longer points
-        (a worker given ``--url`` claimed from the module's store while heartbeating on its
-        own)."""
-        with self._lock:
-            if url != self._url:
-                self.close()
-            self._url = url
-
-    @property
     def store(self) -> Store:
         """The store, opened (and migrated, unless auto_migrate=False) on first use."""
-        if self._store is None:
-            with self._lock:
-                if self._store is None:
-                    store = open_store(self.url)
-                    try:
-                        store.migrate() if self.auto_migrate else store.check_schema()
-                    except BaseException:
-                        store.close()
-                        raise
-                    self._store = store
-        return self._store
-
-    async def async_producer(self) -> AsyncProducer:
-        """The store's async producer; the store is opened (a blocking connect and
-        migration) on a thread, so the caller's event loop never waits on it."""
-        store = self._store
-        if store is None:
-            store = await asyncio.to_thread(lambda: self.store)
-        self._producing = True
-        return store.async_producer()
+        return self.runtime.store
 
     def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        self.runtime.close()
 
     async def aclose(self) -> None:
         """``close`` for event loops (e.g. a FastAPI lifespan's end): the async producer is
         closed on the loop (its connections belong to it), then the store on a thread."""
-        store = self._store
-        if store is not None and self._producing:
-            self._producing = False
-            await store.async_producer().aclose()
-        await asyncio.to_thread(self.close)
+        await self.runtime.aclose()
 
     def __enter__(self) -> App:
         return self
@@ -159,12 +97,13 @@ class App:
 
         def register(f: Callable[..., Any]) -> Task[Any, Any]:
             task_name = f"{f.__module__}.{f.__qualname__}" if name is None else name
-            if task_name in self.tasks:
+            registry = self.runtime.registry
+            if task_name in registry.tasks:
                 raise ConfigError(f"a task named {task_name!r} is already registered")
-            task: Task[Any, Any] = Task(self, f, TaskOptions(
+            task: Task[Any, Any] = Task(self.runtime, f, TaskOptions(
                 task_name, queue, max_attempts, max_stalls, timeout, retry or Backoff(),
                 priority))
-            self.tasks[task_name] = task
+            registry.add_task(task)
             return task
 
         return register(func) if func is not None else register
@@ -172,35 +111,21 @@ class App:
     def import_includes(self) -> None:
         """Import the modules of ``include`` (once; a failed import is tried again next
         time). An error names the module."""
-        if self._included:
-            return
-        with self._lock:
-            if self._included:
-                return
-            for module in self.include:
-                try:
-                    importlib.import_module(module)
-                except Exception as exc:
-                    raise ConfigError(f"cannot import {module!r} (listed in App(include=...)): "
-                                      f"{type(exc).__name__}: {exc}") from exc
-            self._included = True
+        self.runtime.registry.import_includes()
+
+    async def aimport_includes(self) -> None:
+        """:meth:`import_includes` on a thread, so the caller's event loop never waits on an
+        import; a broken include is left to the reads (plain JSON) and the worker."""
+        await self.runtime.registry.aimport_includes()
 
     def find_task(self, name: str) -> Task[Any, Any] | None:
         """The task registered as ``name``; the ``include`` modules are imported first when
         it is not known yet. None when no module declares it."""
-        task = self.tasks.get(name)
-        if task is None and not self._included:
-            self.import_includes()
-            task = self.tasks.get(name)
-        return task
-
-    def queues(self) -> list[str]:
-        """The queues of the registered tasks (``["default"]`` when there are none)."""
-        return sorted({t.config.queue for t in self.tasks.values()}) or ["default"]
+        return self.runtime.registry.find_task(name)
 
     def on(self, event: str, callback: Callback) -> Callback:
         """Subscribe a plain callback to an event (see tether._events.EVENTS)."""
-        return self.events.on(event, callback)
+        return self.runtime.events.on(event, callback)
 
     def periodic(self, *, every: float | None = None, cron: str | None = None,
                  tz: str | None = None, args: Sequence[Any] = (),
@@ -209,62 +134,19 @@ class App:
         """Run a task on a schedule (``every=`` seconds or ``cron=``), stacked above
         ``@app.task``; the maintenance leader enqueues one job per tick. See
         docs/periodic.md (tether._periodic)."""
-        from tether._periodic import declare
-
-        return declare(self, every=every, cron=cron, tz=tz, args=args, kwargs=kwargs,
-                       catch_up=catch_up, name=name)
+        return declare(self.runtime.registry, every=every, cron=cron, tz=tz, args=args,
+                       kwargs=kwargs, catch_up=catch_up, name=name)
 
     # -- producing ---------------------------------------------------------------------------
     def enqueue_jobs(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
         """Insert jobs in one round trip; ``conn`` puts them in the caller's transaction.
-
-        A transient failure (:class:`~tether._errors.StoreUnavailable`) is retried a few
-        times within about a second, always with the same request id: when the store did the
-        insert but the reply was lost, it answers the retry from its record of that request
-        instead of inserting the jobs twice. Then the error is raised. Inside a caller's
-        transaction nothing is retried: the transaction is the caller's to retry.
-        """
-        if not jobs:
-            return []
-        if conn is not None:
-            try:
-                return self.store.enqueue(jobs, conn=conn)  # type: ignore[call-arg]
-            except TypeError:
-                raise ConfigError(
-                    f"the {self.store.kind} store cannot enqueue inside a caller's transaction"
-                ) from None
-        store = self.store
-        request_id = new_request_id()
-        for pause in (*ENQUEUE_RETRY_PAUSES, None):
-            try:
-                return store.enqueue(jobs, request_id=request_id)
-            except StoreUnavailable:
-                if pause is None:
-                    raise
-                clock.sleep(pause)
-        raise AssertionError("unreachable")  # pragma: no cover
+        A transient store failure is retried briefly with one request id, so a lost reply
+        never inserts the jobs twice (:meth:`tether._runtime.Runtime.enqueue_jobs`)."""
+        return self.runtime.enqueue_jobs(jobs, conn=conn)
 
     async def aenqueue_jobs(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
-        """:meth:`enqueue_jobs` for event loops, through the store's async producer: the
-        same replay-safe retry (one request id for every attempt), with ``asyncio.sleep``
-        between attempts. ``conn`` is the caller's async connection (nothing is retried)."""
-        if not jobs:
-            return []
-        producer = await self.async_producer()
-        if conn is not None:
-            try:
-                return await producer.enqueue(jobs, conn=conn)
-            except TypeError as exc:  # as the sync path: a store without transactions
-                raise ConfigError(str(exc)) from None
-        request_id = new_request_id()
-        for pause in (*ENQUEUE_RETRY_PAUSES, None):
-            try:
-                return await producer.enqueue(jobs, request_id=request_id)
-            except StoreUnavailable:
-                if pause is None:
-                    raise
-                await asyncio.sleep(pause)
-        raise AssertionError("unreachable")  # pragma: no cover
+        """:meth:`enqueue_jobs` for event loops, through the store's async producer."""
+        return await self.runtime.aenqueue_jobs(jobs, conn=conn)
 
     def enqueue(self, task: str, *args: Any, kwargs: dict[str, Any] | None = None,
                 **keywords: Any) -> JobId[Any]:
@@ -283,10 +165,11 @@ class App:
             raise TypeError(f"{', '.join(both)} given both as a keyword and in kwargs=")
         merged = {**(kwargs or {}), **keywords}
         conn = options.pop("conn", None)
-        known = self.find_task(task)
+        runtime = self.runtime
+        known = runtime.registry.find_task(task)
         if known is None:
-            job = make_new_job(task, args, merged, codec=self.codec, **options)
-            return JobId(self.enqueue_jobs([job], conn=conn)[0])
+            job = make_new_job(task, args, merged, codec=runtime.codec, **options)
+            return JobId(runtime.enqueue_jobs([job], conn=conn)[0])
         clash = sorted(known.params & (options.keys() | ({"conn"} if conn is not None else set())))
         if clash:
             raise TypeError(
@@ -298,63 +181,37 @@ class App:
         new = known.new_job(args, merged, **options)
         if budgets:
             new = replace(new, **budgets)
-        return JobId(self.enqueue_jobs([new], conn=conn)[0])
+        return JobId(runtime.enqueue_jobs([new], conn=conn)[0])
 
     # -- inspecting and steering -------------------------------------------------------------
-    def view(self, record: JobRecord, *, imports: bool = True) -> Job:
-        """The public view of a store record, decoded by this app's codec (and the task's
-        annotations when this app knows the task). ``imports=False``: never import the
-        ``include`` modules here (an event loop's caller did, or tried, on a thread)."""
-        return view(record, self.codec, self.reading_task(record.task, imports=imports))
-
-    def reading_task(self, name: str, *, imports: bool = True) -> Task[Any, Any] | None:
-        """The task that decodes a stored job's values for a read (``imports``: as in
-        :meth:`view`); a broken include is not a read's error (the worker reports it; the
-        read shows plain JSON), so it gives only the tasks already known."""
-        try:
-            return self.find_task(name) if imports else self.tasks.get(name)
-        except ConfigError:
-            return self.tasks.get(name)
-
     def get_job(self, job_id: int) -> Job:
         """The job as it is now (:class:`tether.Job`); JobNotFound for an unknown id."""
-        record = self.store.get_job(job_id)
+        record = self.runtime.store.get_job(job_id)
         if record is None:
             raise JobNotFound(job_id)
-        return self.view(record)
+        return self.runtime.view(record)
 
     async def aget_job(self, job_id: int) -> Job:
         """:meth:`get_job` for event loops."""
-        record = await (await self.async_producer()).get_job(job_id)
+        runtime = self.runtime
+        record = await (await runtime.async_producer()).get_job(job_id)
         if record is None:
             raise JobNotFound(job_id)
-        await self.aimport_includes()
-        return self.view(record, imports=False)
-
-    async def aimport_includes(self) -> None:
-        """:meth:`import_includes` on a thread, for the async reads that decode by a task's
-        annotations: an import reads files and runs module code (a Django project's takes
-        seconds), which must not hold the caller's event loop. A broken include is left to
-        :meth:`view` (plain JSON) and the worker (which reports it)."""
-        if self._included:
-            return
-        try:
-            await asyncio.to_thread(self.import_includes)
-        except ConfigError:
-            pass
+        await runtime.registry.aimport_includes()
+        return runtime.view(record, imports=False)
 
     def cancel(self, job_id: int) -> CancelResult:
         """Pending: cancelled now. Running: its handler is told at the next heartbeat."""
-        return self.store.cancel(job_id)
+        return self.runtime.store.cancel(job_id)
 
     async def acancel(self, job_id: int) -> CancelResult:
         """:meth:`cancel` for event loops."""
-        return await (await self.async_producer()).cancel(job_id)
+        return await (await self.runtime.async_producer()).cancel(job_id)
 
     def retry_failed(self, job_ids: Sequence[int] | None = None) -> RetryResult:
         """Dead-letter retry; jobs whose unique_key a live job holds stay failed and are
         listed in ``conflicts``."""
-        return self.store.retry_failed(job_ids)
+        return self.runtime.store.retry_failed(job_ids)
 
     # -- results -----------------------------------------------------------------------------
     @overload
@@ -368,7 +225,7 @@ class App:
         annotation. Raises :class:`~tether._errors.JobFailed` (dead-lettered),
         :class:`~tether._errors.JobWasCancelled`, or ``TimeoutError`` after ``timeout``
         seconds (None: no limit). Woken by the store, not by a busy poll."""
-        return results.wait(self, job_id, timeout)
+        return results.wait(self.runtime, job_id, timeout)
 
     @overload
     async def await_result(self, job_id: JobId[R], timeout: float | None = None) -> R: ...
@@ -378,7 +235,7 @@ class App:
 
     async def await_result(self, job_id: int, timeout: float | None = None) -> Any:
         """:meth:`wait` for event loops: never blocks the caller's loop."""
-        return await results.await_result(self, job_id, timeout)
+        return await results.await_result(self.runtime, job_id, timeout)
 
     # -- working -----------------------------------------------------------------------------
     def worker(self, *, concurrency: int = 10, queues: Sequence[str] | None = None,
@@ -390,9 +247,10 @@ class App:
         processes that import this app by ``app_spec`` (``"module:attribute"``; derived from
         the module holding the app when not given); see docs/guarantees.md for choosing.
         The ``include`` modules are imported now, so their tasks' queues are served."""
-        self.import_includes()
-        return Worker(self, concurrency=concurrency, queues=queues, maintenance=maintenance,
-                      pool=pool, app_spec=app_spec, max_tasks_per_child=max_tasks_per_child,
+        self.runtime.registry.import_includes()
+        return Worker(self.runtime, concurrency=concurrency, queues=queues,
+                      maintenance=maintenance, pool=pool, app_spec=app_spec,
+                      max_tasks_per_child=max_tasks_per_child,
                       max_memory_per_child=max_memory_per_child, schedules=schedules)
 
     def run_worker(self, *, concurrency: int = 10, queues: Sequence[str] | None = None,

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether._errors import ConfigError
+from tether._logs import JobLog
 
 log = logging.getLogger("tether.events")
 
@@ -59,8 +60,6 @@ class Events:
         # a copy or a lock.
         self._subscribers: dict[str, tuple[Callback, ...]] = {}
         self._lock = threading.Lock()
-        from tether._logs import JobLog
-
         JobLog(self)  # every worker logs its jobs, however it was started (see tether._logs)
 
     def on(self, name: str, callback: Callback) -> Callback:

@@ -24,15 +24,13 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from tether import _clock as clock
+from tether._config import Settings
 from tether._errors import ConfigError
-
-if TYPE_CHECKING:
-    from tether._app import App
-    from tether._events import Event, Events
 
 log = logging.getLogger("tether.jobs")
 
@@ -46,6 +44,32 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: Claims tracked for durations; an attempt whose end is never announced (completed inside a
 #: caller's transaction, the process killed) must not grow the map forever.
 MAX_TRACKED = 65_536
+
+
+class LoggedEvent(Protocol):
+    """The part of a :class:`tether._events.Event` a job line reads. Named by its shape:
+    every ``Events`` subscribes a :class:`JobLog`, so the events module imports this one."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def job_id(self) -> int | None: ...
+
+    @property
+    def attempt(self) -> int | None: ...
+
+    @property
+    def worker(self) -> str | None: ...
+
+    @property
+    def detail(self) -> dict[str, Any]: ...
+
+
+class EventBus(Protocol):
+    """What :class:`JobLog` subscribes to (:class:`tether._events.Events`)."""
+
+    def on(self, name: str, callback: Callable[[LoggedEvent], object]) -> object: ...
 
 
 def check_level(value: str) -> str:
@@ -125,9 +149,11 @@ def configure(level: str = "INFO", fmt: str | None = None, stream: TextIO | None
     logging.basicConfig(level=check_level(level), handlers=[handler], force=True)
 
 
-def worker_banner(app: App, worker_id: str, queues: list[str], concurrency: int,
+def worker_banner(settings: Settings, url: str, task_names: Iterable[str], worker_id: str,
+                  queues: list[str], concurrency: int,
                   pool: str = "threads") -> tuple[str, dict[str, Any]]:
-    """The start-up line: what this worker is, where its jobs live, what it will run.
+    """The start-up line: what this worker is, where its jobs live (``url``), what it will
+    run (``task_names``: the runtime's registered tasks).
 
     One line (grep-able, one JSON object in json format); the store URL's password is
     redacted. Returns (message, structured fields).
@@ -135,10 +161,10 @@ def worker_banner(app: App, worker_id: str, queues: list[str], concurrency: int,
     from tether._version import __version__
     from tether.stores._urls import redact
 
-    tasks = sorted(app.tasks)
-    s = app.settings
+    tasks = sorted(task_names)
+    s = settings
     fields: dict[str, Any] = {
-        "version": __version__, "worker": worker_id, "store": redact(app.url),
+        "version": __version__, "worker": worker_id, "store": redact(url),
         "tasks": tasks, "queues": queues, "pool": pool, "concurrency": concurrency,
         "lease_ttl": s.lease_ttl, "shutdown_timeout": s.shutdown_timeout,
     }
@@ -151,9 +177,10 @@ def worker_banner(app: App, worker_id: str, queues: list[str], concurrency: int,
 
 
 class JobLog:
-    """Subscribes to one :class:`Events` and logs each job's story (see the module doc)."""
+    """Subscribes to one :class:`~tether._events.Events` and logs each job's story (see the
+    module doc)."""
 
-    def __init__(self, events: Events) -> None:
+    def __init__(self, events: EventBus) -> None:
         # (job id, attempt) -> (claimed at, task, queue). A plain dict (insertion order is
         # claim order): setting and popping one key is atomic under the GIL, so the per-job
         # calls take no lock; only the eviction of the oldest claims does.
@@ -169,7 +196,7 @@ class JobLog:
             events.on(name, callback)
 
     # -- bookkeeping ---------------------------------------------------------------------------
-    def _fields(self, event: Event, *, end: bool) -> dict[str, Any]:
+    def _fields(self, event: LoggedEvent, *, end: bool) -> dict[str, Any]:
         """The structured fields of a job line; ``end`` drops the claim and adds a duration."""
         key = (event.job_id, event.attempt)
         found = self._claims.pop(key, None) if end else self._claims.get(key)
@@ -199,7 +226,7 @@ class JobLog:
         return (f" ({inner})" if inner else "") + took
 
     # -- callbacks -----------------------------------------------------------------------------
-    def claimed(self, event: Event) -> None:
+    def claimed(self, event: LoggedEvent) -> None:
         detail = event.detail
         claims = self._claims
         claims[(event.job_id, event.attempt)] = (clock.monotonic(), detail.get("task"),
@@ -213,7 +240,7 @@ class JobLog:
             log.debug("job %s attempt %s started%s", event.job_id, event.attempt,
                       self._where(f), extra=f)
 
-    def completed(self, event: Event) -> None:
+    def completed(self, event: LoggedEvent) -> None:
         if not log.isEnabledFor(logging.DEBUG):  # the per-job hot path: no line to build
             self._claims.pop((event.job_id, event.attempt), None)
             return
@@ -222,13 +249,13 @@ class JobLog:
         log.debug("job %s attempt %s done%s", event.job_id, event.attempt, self._where(f),
                   extra=f)
 
-    def _attempt_failed(self, event: Event, f: dict[str, Any]) -> None:
+    def _attempt_failed(self, event: LoggedEvent, f: dict[str, Any]) -> None:
         error, tb = split_error(event.detail.get("error"))
         f.update(error=error, traceback=tb, reason=event.detail.get("reason") or "error")
         log.warning("job %s attempt %s failed%s: %s", event.job_id, event.attempt,
                     self._where(f), error or "(no error text)", extra=f)
 
-    def retrying(self, event: Event) -> None:
+    def retrying(self, event: LoggedEvent) -> None:
         f = self._fields(event, end=True)
         f["outcome"] = "retrying"
         self._attempt_failed(event, dict(f))
@@ -238,7 +265,7 @@ class JobLog:
                  "?" if delay is None else f"{float(delay):.3f}".rstrip("0").rstrip("."),
                  self._where({**f, "duration": None}), extra=f)
 
-    def failed(self, event: Event) -> None:
+    def failed(self, event: LoggedEvent) -> None:
         f = self._fields(event, end=True)
         f["outcome"] = "failed"
         reason = event.detail.get("reason") or "error"
@@ -250,13 +277,13 @@ class JobLog:
                   event.attempt, reason, self._where({**f, "duration": None}),
                   error or "(no error text)", extra=f)
 
-    def cancelled(self, event: Event) -> None:
+    def cancelled(self, event: LoggedEvent) -> None:
         f = self._fields(event, end=True)
         f["outcome"] = "cancelled"
         log.info("job %s attempt %s cancelled%s", event.job_id, event.attempt,
                  self._where(f), extra=f)
 
-    def released(self, event: Event) -> None:
+    def released(self, event: LoggedEvent) -> None:
         f = self._fields(event, end=True)
         f["outcome"] = "released"
         why = event.detail.get("why") or "worker stopping"
@@ -264,7 +291,7 @@ class JobLog:
             "job %s attempt %s handed back (%s)%s", event.job_id, event.attempt, why,
             self._where(f), extra=f)
 
-    def lease_lost(self, event: Event) -> None:
+    def lease_lost(self, event: LoggedEvent) -> None:
         f = self._fields(event, end=True)
         f["outcome"] = "lease_lost"
         why = event.detail.get("why") or (
@@ -274,7 +301,7 @@ class JobLog:
         log.warning("job %s attempt %s: lease lost (%s)%s; the job is someone else's now",
                     event.job_id, event.attempt, why, self._where(f), extra=f)
 
-    def stalled(self, event: Event) -> None:
+    def stalled(self, event: LoggedEvent) -> None:
         """The reaper took a lease back (its holder stopped renewing it), or, with ``kind``
         ``stalled``, this worker reported that the process running the handler died (a
         process-pool child) and the job is due again (a dead-letter is a ``failed`` event)."""
@@ -296,7 +323,7 @@ class JobLog:
                         "the job is due again", event.job_id, event.attempt, event.worker,
                         extra=f)
 
-    def child_exited(self, event: Event) -> None:
+    def child_exited(self, event: LoggedEvent) -> None:
         """A process-pool child ended (recycled, stopped, crashed). The pool itself logs the
         crashes and stops an operator must see (and the attempt's own event follows), so this
         line is DEBUG: it keeps the pid, exit status and job count in structured logs."""

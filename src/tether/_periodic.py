@@ -7,20 +7,21 @@ whole minutes (see :mod:`tether._cron` for the DST rule). So whichever maintenan
 a tick, the store sees the same value and ``Store.schedule_tick`` enqueues it once.
 
 The maintenance leader does the scheduling (``tether._maintenance.scheduler``); this module
-only declares. The job of a tick carries the tick and the schedule's name in its payload
-envelope (``payload.with_meta``; handlers read ``current_job().scheduled_at``) and a
-unique key per (schedule, tick).
+only declares, into the task registry that holds the app's tasks
+(:class:`tether._registry.TaskRegistry`, named here by what :func:`declare` uses of it). The
+job of a tick carries the tick and the schedule's name in its payload envelope
+(``payload.with_meta``; handlers read ``current_job().scheduled_at``) and a unique key per
+(schedule, tick).
 """
 
 from __future__ import annotations
 
 import math
-import weakref
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, tzinfo
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tether import _limits as limits
@@ -30,7 +31,6 @@ from tether._errors import ConfigError
 from tether.stores._contract import NewJob
 
 if TYPE_CHECKING:
-    from tether._app import App
     from tether._task import Task
 
 #: A task as the decorator got it: ``@app.periodic`` hands it back with its types.
@@ -43,8 +43,6 @@ CATCH_UP: tuple[CatchUp, ...] = ("latest", "all", "none")
 MIN_EVERY = 0.05
 #: The envelope key of a scheduled job: {"schedule": name, "tick": epoch seconds}.
 META_KEY = "periodic"
-
-_registry: weakref.WeakKeyDictionary[App, dict[str, Schedule]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -145,11 +143,6 @@ def fingerprint_of(payload_text: str) -> str | None:
     return spec if isinstance(spec, str) else None
 
 
-def schedules_of(app: App) -> list[Schedule]:
-    """Every schedule declared on ``app``, by name."""
-    return [s for _, s in sorted(_registry.get(app, {}).items())]
-
-
 def _zone(tz: str | tzinfo | None) -> tzinfo:
     if tz is None:
         return UTC
@@ -174,8 +167,18 @@ def _every(every: Any) -> float:
     return float(every)
 
 
+class Schedules(Protocol):
+    """Where :func:`declare` registers a schedule: the registry of the app's tasks."""
+
+    def holds(self, task: Task[Any, Any]) -> bool:
+        """Whether ``task`` is one of this registry's (a schedule runs its own app's tasks)."""
+
+    def add_schedule(self, schedule: Schedule) -> None:
+        """Keep ``schedule``; ConfigError when its name is taken."""
+
+
 def declare(
-    app: App, *, every: float | None = None, cron: str | None = None,
+    registry: Schedules, *, every: float | None = None, cron: str | None = None,
     tz: str | tzinfo | None = None, args: Sequence[Any] = (),
     kwargs: Mapping[str, Any] | None = None, catch_up: str = "latest",
     name: str | None = None,
@@ -211,7 +214,7 @@ def declare(
     def apply(task: TaskT) -> TaskT:
         if not isinstance(task, Task):
             raise ConfigError("@app.periodic goes above @app.task(...) (it schedules a task)")
-        if task.app is not app:
+        if not registry.holds(task):
             raise ConfigError(f"task {task.name} belongs to another App")
         sched_name = task.name if name is None else name
         try:
@@ -226,16 +229,12 @@ def declare(
             task.arguments(template.payload)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"periodic {sched_name} args/kwargs: {exc}") from None
-        known = _registry.setdefault(app, {})
-        if sched_name in known:
-            raise ConfigError(f"a schedule named {sched_name!r} is already declared; give "
-                              "name= to schedule a task twice")
-        known[sched_name] = Schedule(sched_name, task, seconds, parsed, zone, tuple(args),
-                                     fixed, catch_up, template)
+        registry.add_schedule(Schedule(sched_name, task, seconds, parsed, zone, tuple(args),
+                                       fixed, catch_up, template))
         return task
 
     return apply
 
 
-__all__ = ["CATCH_UP", "META_KEY", "MIN_EVERY", "CatchUp", "Schedule", "declare",
-           "fingerprint_of", "schedules_of", "tick_of", "unique_key"]
+__all__ = ["CATCH_UP", "META_KEY", "MIN_EVERY", "CatchUp", "Schedule", "Schedules", "declare",
+           "fingerprint_of", "tick_of", "unique_key"]

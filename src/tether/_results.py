@@ -24,7 +24,7 @@ from tether._errors import (
 from tether.stores._records import TERMINAL, JobRecord
 
 if TYPE_CHECKING:
-    from tether._app import App
+    from tether._runtime import Runtime
 
 #: Longest sleep between two reads of the job while waiting (see the module docstring).
 WAKE_EVERY = 1.0
@@ -32,21 +32,21 @@ WAKE_EVERY = 1.0
 ERROR_PAUSE = 0.2
 
 
-def outcome(app: App, record: JobRecord, *, imports: bool = True) -> Any:
+def outcome(runtime: Runtime, record: JobRecord, *, imports: bool = True) -> Any:
     """The decoded result of a finished job, or JobFailed / JobWasCancelled /
-    ResultNotDecodable. ``imports``: as in ``App.view``."""
+    ResultNotDecodable. ``imports``: as in ``Runtime.view``."""
     if record.status == "done":
-        task = app.reading_task(record.task, imports=imports)
+        task = runtime.registry.reading_task(record.task, imports=imports)
         if task is None or record.result is None:
-            return app.view(record, imports=False).result
+            return runtime.view(record, imports=False).result
         try:  # decoded once, strictly: the view's lenient decode would hide a refusal
             return task.decode_result(json.loads(record.result))
         except Exception as exc:  # a codec's refusal, whatever its class
-            raise ResultNotDecodable(app.view(record, imports=False),
+            raise ResultNotDecodable(runtime.view(record, imports=False),
                                      task.hints.get("return", Any), exc) from exc
     if record.status == "cancelled":
-        raise JobWasCancelled(app.view(record, imports=imports))
-    raise JobFailed(app.view(record, imports=imports))
+        raise JobWasCancelled(runtime.view(record, imports=imports))
+    raise JobFailed(runtime.view(record, imports=imports))
 
 
 def _check(job_id: int, timeout: float | None) -> float | None:
@@ -95,16 +95,16 @@ class _Wait:
         return pause if left is None else min(pause, left)
 
 
-def wait(app: App, job_id: int, timeout: float | None) -> Any:
+def wait(runtime: Runtime, job_id: int, timeout: float | None) -> Any:
     state = _Wait(job_id, timeout)
     while True:
         try:  # the store is opened here too: an outage at the start is ridden out as well
-            store = app.store
+            store = runtime.store
             record, readable = store.get_job(job_id), True
         except StoreUnavailable:
             record, readable = None, False
         if record is not None and record.status in TERMINAL:
-            return outcome(app, record)
+            return outcome(runtime, record)
         slice_ = state.blocked_for(record, readable)
         try:
             if not readable:
@@ -114,17 +114,18 @@ def wait(app: App, job_id: int, timeout: float | None) -> Any:
             clock.sleep(min(ERROR_PAUSE, slice_))
 
 
-async def await_result(app: App, job_id: int, timeout: float | None) -> Any:
+async def await_result(runtime: Runtime, job_id: int, timeout: float | None) -> Any:
     state = _Wait(job_id, timeout)
     while True:
         try:  # as in wait(): opening the store is part of what is retried
-            producer = await app.async_producer()
+            producer = await runtime.async_producer()
             record, readable = await producer.get_job(job_id), True
         except StoreUnavailable:
             record, readable = None, False
         if record is not None and record.status in TERMINAL:
-            await app.aimport_includes()  # outcome() decodes by the task: no import on the loop
-            return outcome(app, record, imports=False)
+            # outcome() decodes by the task: no import on the loop
+            await runtime.registry.aimport_includes()
+            return outcome(runtime, record, imports=False)
         slice_ = state.blocked_for(record, readable)
         try:
             if not readable:

@@ -4,6 +4,10 @@
 ``enqueue`` takes exactly the function's arguments and returns a ``JobId[R]``, which
 ``app.wait`` turns back into an ``R``. Arguments and results cross the store as JSON made by the
 app's codec (:mod:`tether._codec`), decoded in the worker by the function's annotations.
+
+A task holds the runtime it was registered on (:class:`tether._runtime.Runtime`), not the App,
+and names it by what it uses (:class:`Host`): the runtime's registry holds the tasks, so this
+module must not import the runtime.
 """
 
 from __future__ import annotations
@@ -21,11 +25,8 @@ from tether._jobid import JobId
 from tether._newjob import OPTIONS, TaskOptions, check_options, make_new_job
 from tether.stores._contract import NewJob
 
-if TYPE_CHECKING:
-    from tether._app import App
-
-__all__ = ["OPTIONS", "BadArguments", "Enqueuer", "Task", "TaskDecorator", "TaskOptions",
-           "check_options", "make_new_job"]
+__all__ = ["OPTIONS", "BadArguments", "Enqueuer", "Host", "Task", "TaskDecorator",
+           "TaskOptions", "check_options", "make_new_job"]
 
 if TYPE_CHECKING:  # defaults (PEP 696): a bare ``Task`` is ``Task[..., Any]`` to mypy --strict
     from typing_extensions import ParamSpec, TypeVar
@@ -35,6 +36,22 @@ if TYPE_CHECKING:  # defaults (PEP 696): a bare ``Task`` is ``Task[..., Any]`` t
 else:
     P = typing.ParamSpec("P")
     R = typing.TypeVar("R")
+
+
+class Host(Protocol):
+    """What a task uses of its runtime: the codec its values cross the store in, the
+    enqueue seam every producer call goes through (which tracing wraps), and the store's URL
+    (by which an integration decides how a job joins the caller's transaction)."""
+
+    @property
+    def codec(self) -> Codec: ...
+
+    @property
+    def url(self) -> str: ...
+
+    def enqueue_jobs(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]: ...
+
+    async def aenqueue_jobs(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]: ...
 
 
 class TaskDecorator(Protocol):
@@ -58,9 +75,9 @@ class BadArguments(TypeError):
 class Task(Generic[P, R]):
     """A registered function. Call it directly to run it inline; ``enqueue`` to queue it."""
 
-    def __init__(self, app: App, func: Callable[..., Any], options: TaskOptions) -> None:
+    def __init__(self, runtime: Host, func: Callable[..., Any], options: TaskOptions) -> None:
         check_options(options)
-        self.app = app
+        self.runtime = runtime
         self.func = func
         self.config = options
         self.is_async = inspect.iscoroutinefunction(func)
@@ -101,7 +118,7 @@ class Task(Generic[P, R]):
     # -- the codec ---------------------------------------------------------------------------
     @property
     def codec(self) -> Codec:
-        return self.app.codec
+        return self.runtime.codec
 
     @property
     def hints(self) -> dict[str, Any]:
@@ -242,7 +259,7 @@ class Task(Generic[P, R]):
         argument name works (``kwargs={"delay": 5}`` is the task's ``delay``)."""
         job = self.new_job(tuple(args), dict(kwargs or {}), delay=delay, run_at=run_at,
                            priority=priority, unique_key=unique_key, queue=queue)
-        return JobId(self.app.enqueue_jobs([job], conn=conn)[0])
+        return JobId(self.runtime.enqueue_jobs([job], conn=conn)[0])
 
     def _batch(self, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]],
                options: dict[str, Any]) -> list[NewJob]:
@@ -268,7 +285,7 @@ class Task(Generic[P, R]):
         the options (as in :meth:`enqueue_with`) apply to every job of the batch."""
         jobs = self._batch(calls, {"delay": delay, "run_at": run_at, "priority": priority,
                                    "queue": queue})
-        return [JobId(i) for i in self.app.enqueue_jobs(jobs, conn=conn)]
+        return [JobId(i) for i in self.runtime.enqueue_jobs(jobs, conn=conn)]
 
     # -- producing from an event loop ----------------------------------------------------------
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId[R]:
@@ -276,7 +293,7 @@ class Task(Generic[P, R]):
         options = self._split(kwargs)
         conn = options.pop("conn", None)
         job = self.new_job(args, kwargs, **options)
-        return JobId((await self.app.aenqueue_jobs([job], conn=conn))[0])
+        return JobId((await self.runtime.aenqueue_jobs([job], conn=conn))[0])
 
     async def aenqueue_many(
         self,
@@ -291,7 +308,7 @@ class Task(Generic[P, R]):
         """:meth:`enqueue_many` for ``async`` code: one round trip, one request id."""
         jobs = self._batch(calls, {"delay": delay, "run_at": run_at, "priority": priority,
                                    "queue": queue})
-        return [JobId(i) for i in await self.app.aenqueue_jobs(jobs, conn=conn)]
+        return [JobId(i) for i in await self.runtime.aenqueue_jobs(jobs, conn=conn)]
 
 
 class Enqueuer(Generic[P, R]):
@@ -309,7 +326,7 @@ class Enqueuer(Generic[P, R]):
         options = dict(self._options)
         conn = options.pop("conn", None)
         job = self.task.new_job(args, kwargs, **options)
-        return JobId((await self.task.app.aenqueue_jobs([job], conn=conn))[0])
+        return JobId((await self.task.runtime.aenqueue_jobs([job], conn=conn))[0])
 
 
 class Options(Generic[P, R]):

@@ -124,14 +124,15 @@ class Metrics:
                                registry=r)
         self.leader = Gauge("tether_maintenance_leader", "1 while this process is the "
                             "maintenance leader", registry=r)
-        self.queues = QueueCollector(lambda: open_store(app.url))
+        runtime = app.runtime
+        self.queues = QueueCollector(lambda: open_store(runtime.url))
         r.register(self.queues)
         self._claims: dict[tuple[int | None, int | None], tuple[float, str, str]] = {}
         self._lock = threading.Lock()
         for name in ("claimed", "completed", "retrying", "failed", "cancelled", "released",
                      "lease_lost", "stalled", "heartbeat", "leadership_acquired",
                      "leadership_lost"):
-            app.events.on(name, self.on_event)
+            runtime.events.on(name, self.on_event)
 
     def close(self) -> None:
         self.queues.close()

@@ -49,6 +49,7 @@ from tether.stores._contract import NewJob
 
 if TYPE_CHECKING:
     from tether._app import App
+    from tether._runtime import Runtime
     from tether._task import Task
 
 SCOPE = "tether"
@@ -70,11 +71,11 @@ def _outcome(exc: BaseException, will_retry: bool) -> str:
 
 
 class Tracing:
-    def __init__(self, app: App, tracer_provider: trace.TracerProvider | None,
+    def __init__(self, runtime: Runtime, tracer_provider: trace.TracerProvider | None,
                  parent: bool) -> None:
         from tether._version import __version__
 
-        self.app = app
+        self.runtime = runtime
         self.parent = parent
         self.tracer = trace.get_tracer(SCOPE, __version__, tracer_provider=tracer_provider)
 
@@ -214,12 +215,16 @@ def instrument(app: App, *, tracer_provider: trace.TracerProvider | None = None,
                parent: bool = False) -> None:
     """Trace ``app``'s enqueues and its tasks' attempts (see the module doc). Idempotent;
     tasks registered later are traced by calling it again."""
-    tracing: Tracing | None = getattr(app, "_tether_tracing", None)
+    runtime = app.runtime
+    tracing: Tracing | None = getattr(runtime, "_tether_tracing", None)
     if tracing is None:
-        tracing = Tracing(app, tracer_provider, parent)
-        # The one seam every enqueue goes through (Task.enqueue, enqueue_many, App.enqueue).
-        setattr(app, "enqueue_jobs", tracing.wrap_enqueue(app.enqueue_jobs))  # noqa: B010
-        setattr(app, "aenqueue_jobs", tracing.wrap_aenqueue(app.aenqueue_jobs))  # noqa: B010
-        setattr(app, "_tether_tracing", tracing)  # noqa: B010
-    for task in app.tasks.values():
+        tracing = Tracing(runtime, tracer_provider, parent)
+        # The one seam every enqueue goes through (Task.enqueue, enqueue_many, App.enqueue,
+        # App.enqueue_jobs): the runtime's.
+        setattr(runtime, "enqueue_jobs",  # noqa: B010
+                tracing.wrap_enqueue(runtime.enqueue_jobs))
+        setattr(runtime, "aenqueue_jobs",  # noqa: B010
+                tracing.wrap_aenqueue(runtime.aenqueue_jobs))
+        setattr(runtime, "_tether_tracing", tracing)  # noqa: B010
+    for task in runtime.registry.tasks.values():
         tracing.wrap_task(task)

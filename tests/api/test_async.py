@@ -113,7 +113,7 @@ def test_aenqueue_retries_a_transient_failure_with_one_request_id(make_app: Make
         return n
 
     async def main() -> list[int]:
-        producer = await app.async_producer()
+        producer = await app.runtime.async_producer()
         real = producer.enqueue
         seen: list[str | None] = []
 

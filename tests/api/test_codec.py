@@ -88,7 +88,7 @@ def test_what_the_codec_cannot_carry_is_one_type_error_and_nothing_is_enqueued(
 ) -> None:
     app = make_app()
     register(app)
-    when = app.tasks["typed.when"]
+    when = app.runtime.registry.tasks["typed.when"]
     with pytest.raises(TypeError, match=r"arguments of typed\.when must be JSON-serializable") \
             as caught:
         when.enqueue(value)
@@ -102,7 +102,8 @@ def test_typed_arguments_and_results_cross_the_thread_pool(make_app: MakeApp) ->
     app = make_app()
     register(app)
     invoice, customer = sample()
-    settle, shift = app.tasks["typed.settle"], app.tasks["typed.shift"]
+    tasks = app.runtime.registry.tasks
+    settle, shift = tasks["typed.settle"], tasks["typed.shift"]
     a = settle.enqueue(invoice, customer, Decimal("0.01"), when=WHEN, first=date(2026, 1, 1))
     b = shift.enqueue(WHEN, timedelta(hours=2))
     with running(app, concurrency=2):
@@ -118,8 +119,9 @@ def test_typed_arguments_and_results_cross_the_process_pool(make_app: MakeApp) -
     app = make_app()
     register(app)
     invoice, customer = sample()
-    a = app.tasks["typed.settle"].enqueue(invoice, customer, Decimal("0.01"), when=WHEN)
-    b = app.tasks["typed.shift"].enqueue(WHEN, timedelta(hours=2))
+    tasks = app.runtime.registry.tasks
+    a = tasks["typed.settle"].enqueue(invoice, customer, Decimal("0.01"), when=WHEN)
+    b = tasks["typed.shift"].enqueue(WHEN, timedelta(hours=2))
     with running(app, concurrency=1, pool="process", app_spec="tests.api.typed_tasks:app"):
         done_a, done_b = finished(app, a, b)
     assert done_a.status == "done", done_a.last_error
@@ -130,7 +132,7 @@ def test_typed_arguments_and_results_cross_the_process_pool(make_app: MakeApp) -
 def test_unannotated_handlers_get_plain_json(make_app: MakeApp) -> None:
     app = make_app()
     register(app)
-    job_id = app.tasks["typed.plain"].enqueue(WHEN, other=UUID(int=5))
+    job_id = app.runtime.registry.tasks["typed.plain"].enqueue(WHEN, other=UUID(int=5))
     with running(app, concurrency=1):
         [job] = finished(app, job_id)
     assert job.result == {"value": WHEN.isoformat(), "kind": "str",
@@ -175,7 +177,7 @@ class ComplexCodec:
 def test_a_custom_codec_carries_what_the_default_cannot(make_app: MakeApp) -> None:
     codec = ComplexCodec()
     app = make_app(codec=codec)
-    assert app.codec is codec
+    assert app.runtime.codec is codec
 
     @app.task(max_attempts=1)
     def square(z: complex) -> complex:
@@ -192,7 +194,7 @@ def test_a_custom_codec_carries_what_the_default_cannot(make_app: MakeApp) -> No
     assert (job.status, job.result, job.args) == ("done", -3 + 4j, [1 + 2j])
     assert -3 + 4j in codec.encoded, "the worker encoded the result with the app's codec"
     with pytest.raises(tether.ConfigError, match="codec must have encode"):
-        tether.App(app.url, codec=object())  # type: ignore[arg-type]
+        tether.App(app.runtime.url, codec=object())  # type: ignore[arg-type]
 
 
 def test_checkpoint_and_progress_go_through_the_codec(make_app: MakeApp) -> None:

@@ -66,14 +66,14 @@ def test_a_lookup_by_name_imports_the_included_modules(
     monkeypatch.setattr(core, "app", app)  # the included module registers on this app
     monkeypatch.delitem(sys.modules, "tests.api.proj.tasks", raising=False)
     try:
-        assert app.tasks == {}
+        assert app.runtime.registry.tasks == {}
         task = app.find_task("proj.next_day")
         assert task is not None and task.name == "proj.next_day"
-        assert "tests.api.proj.tasks" in sys.modules and "proj.double" in app.tasks
+        assert "tests.api.proj.tasks" in sys.modules and "proj.double" in app.runtime.registry.tasks
         assert app.find_task("proj.nothing") is None
         job = app.get_job(app.enqueue("proj.next_day", date(2026, 1, 31)))
         assert job.args == [date(2026, 1, 31)], "decoded by the task's annotations"
-        assert app.queues() == ["proj"]
+        assert app.runtime.registry.queues() == ["proj"]
     finally:
         sys.modules.pop("tests.api.proj.tasks", None)
         app.close()
@@ -139,7 +139,7 @@ def test_async_reads_import_the_included_modules_off_the_event_loop(
     remote = tether.App(store_url)  # knows no task: enqueues by name
     job_id = remote.enqueue("proj.next_day", date(2026, 1, 31))
     monkeypatch.setattr(importlib, "import_module", watched)
-    assert app.tasks == {}
+    assert app.runtime.registry.tasks == {}
 
     async def main() -> tuple[int, list[object]]:
         try:

@@ -13,7 +13,6 @@ from tests.servers import IN_PROCESS_KINDS
 from tether._cli.main import main
 from tether._events import Events
 from tether._maintenance.scheduler import Scheduler
-from tether._periodic import schedules_of
 from tether._worker.appspec import load_app
 
 _n = itertools.count()
@@ -68,7 +67,7 @@ def test_shows_the_last_run_and_its_job_status(spec: str,
     app = load_app(spec)
     store = app.store
     t0 = (store.now() // 60) * 60 - 600
-    scheduler = Scheduler(store, schedules_of(app), Events(), "test")
+    scheduler = Scheduler(store, app.runtime.registry.schedules(), Events(), "test")
     scheduler.run_once(now=t0)
     scheduler.run_once(now=t0 + 60)  # sched.beat's tick t0 + 60 is enqueued
     assert main(["schedules", spec, "--json"]) == 0

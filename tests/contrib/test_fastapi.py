@@ -54,13 +54,13 @@ def test_lifespan_opens_and_closes_the_app_and_keeps_the_inner_state(tmp_path: P
         return {"job": await add.aenqueue(x, y), "greeting": request.state.greeting}
 
     with TestClient(api) as client:
-        assert app._store is not None  # opened by the lifespan, before any request
+        assert app.runtime._store is not None  # opened by the lifespan, before any request
         body = client.post("/add", params={"x": 2, "y": 3}).json()
         assert body["greeting"] == "hi"
         job = app.get_job(body["job"])
         assert (job.task, job.args, job.status) == (add.name, [2, 3], "pending")
     assert order == ["inner start", "inner stop"]
-    assert app._store is None  # closed at shutdown
+    assert app.runtime._store is None  # closed at shutdown
     assert not hasattr(api.state, "tether")
 
 
@@ -154,4 +154,4 @@ def test_the_documented_testing_recipe_on_the_memory_store() -> None:
         [ran] = drain(app)
         assert (ran.id, ran.status) == (job, "done")
         assert client.get(f"/jobs/{job}/result").json() == {"result": 5}
-    assert app._store is None, "the lifespan closed the store (its memory data with it)"
+    assert app.runtime._store is None, "the lifespan closed the store (its memory data with it)"

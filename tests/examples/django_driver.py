@@ -140,7 +140,7 @@ def modes() -> dict[str, object]:
     real, producing._psycopg3 = producing._psycopg3, lambda: False
     producing._mode.cache_clear()
     try:
-        seen["psycopg2_auto"] = producing._mode(app.url, original.database)
+        seen["psycopg2_auto"] = producing._mode(app.runtime.url, original.database)
     finally:
         producing._psycopg3 = real
         logging.getLogger("tether.django").removeHandler(handler)

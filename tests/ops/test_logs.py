@@ -101,7 +101,9 @@ def test_banner_redacts_the_password() -> None:
     @app.task(name="a.b", queue="x")
     def f() -> None: ...
 
-    message, fields = logs.worker_banner(app, "host:1:abc", ["x"], 4, "threads")
+    runtime = app.runtime
+    message, fields = logs.worker_banner(runtime.settings, runtime.url, runtime.registry.tasks,
+                                         "host:1:abc", ["x"], 4, "threads")
     assert "s3cret" not in message and "app:***@127.0.0.1" in message
     assert tether.__version__ in message and "a.b" in message and "concurrency 4" in message
     assert fields["tasks"] == ["a.b"] and fields["pool"] == "threads"
@@ -145,7 +147,7 @@ def test_a_process_pool_stall_is_logged_as_a_dead_child_with_its_pid(
     # The completer's 'stalled' event (a child died running the attempt) is not the reaper's:
     # the line names the child, not a worker that stopped renewing; child_exited is DEBUG.
     caplog.set_level(logging.DEBUG, logger="tether.jobs")
-    ev = app.events
+    ev = app.runtime.events
     ev.emit("claimed", job_id=9, attempt=1, worker="w", detail={"task": "t.ok", "queue": "q1"})
     ev.emit("stalled", job_id=9, attempt=1, worker="w", detail={
         "task": "t.ok", "queue": "q1", "kind": "stalled", "reason": "stalled", "delay": 0.0,

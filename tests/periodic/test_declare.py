@@ -11,7 +11,7 @@ import pytest
 from tether import App, ConfigError
 from tether import _payload as payload
 from tether._context import JobContext
-from tether._periodic import Schedule, schedules_of, tick_of, unique_key
+from tether._periodic import Schedule, tick_of, unique_key
 from tether.stores import JobRecord
 
 
@@ -26,7 +26,7 @@ def test_stacked_on_a_task_with_its_options(app: App) -> None:
     def job(a: int, b: int) -> int:
         return a + b
 
-    [s] = schedules_of(app)
+    [s] = app.runtime.registry.schedules()
     assert (s.name, s.task, s.every, s.catch_up, s.spec, s.tz_name) == (
         job.name, job, 30.0, "latest", "every 30s", "UTC")
     new = s.new_job(1_800_000_000.0)
@@ -43,7 +43,7 @@ def test_applied_to_a_task_object_and_named_twice(app: App) -> None:
 
     app.periodic(cron="0 9 * * mon", tz="Europe/Paris", name="weekly")(report)
     app.periodic(cron="@daily", kwargs={"kind": "long"}, catch_up="all", name="daily")(report)
-    names = [(s.name, s.spec, s.tz_name, s.catch_up) for s in schedules_of(app)]
+    names = [(s.name, s.spec, s.tz_name, s.catch_up) for s in app.runtime.registry.schedules()]
     assert names == [("daily", "@daily", "UTC", "all"),
                      ("weekly", "0 9 * * mon", "Europe/Paris", "latest")]
     with pytest.raises(ConfigError, match="already declared"):
@@ -55,7 +55,7 @@ def test_every_ticks_are_multiples_of_the_interval(app: App) -> None:
     @app.task
     def fast() -> None: ...
 
-    [s] = schedules_of(app)
+    [s] = app.runtime.registry.schedules()
     assert s.next_after(100.0) == 100.25 and s.next_after(100.1) == 100.25
     assert s.ticks_between(100.0, 101.0, 10) == [100.25, 100.5, 100.75, 101.0]
     assert s.ticks_between(100.0, 101.0, 1) == [101.0]
@@ -97,7 +97,7 @@ def test_arguments_must_fit_the_task_and_it_must_be_a_task(app: App) -> None:
         app.periodic(every=5)(lambda: None)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="another App"):
         App("sqlite:///unused.db").periodic(every=5, args=(1,))(one)
-    assert schedules_of(app) == []
+    assert app.runtime.registry.schedules() == []
 
 
 def test_fixed_arguments_are_encoded_once_at_declaration_by_the_tasks_codec(app: App) -> None:
@@ -110,7 +110,7 @@ def test_fixed_arguments_are_encoded_once_at_declaration_by_the_tasks_codec(app:
     fixed = [date(2026, 3, 29)]
     app.periodic(every=60, args=fixed, kwargs={"kind": "long"}, name="report")(report)
     fixed[0] = date(2000, 1, 1)  # the declaration encoded its arguments already
-    [s] = schedules_of(app)
+    [s] = app.runtime.registry.schedules()
     new = s.new_job(1_800_000_000.0)
     assert new.payload == s.new_job(1_800_000_060.0).payload.replace("1800000060.0",
                                                                      "1800000000.0")
@@ -119,7 +119,7 @@ def test_fixed_arguments_are_encoded_once_at_declaration_by_the_tasks_codec(app:
         app.periodic(every=5, kwargs={"kind": object()}, name="bad")(report)
     with pytest.raises(ConfigError, match=r"periodic worse args/kwargs: .*decode"):
         app.periodic(every=5, args=("not a date",), name="worse")(report)
-    assert [s.name for s in schedules_of(app)] == ["report"]
+    assert [s.name for s in app.runtime.registry.schedules()] == ["report"]
 
 
 def test_scheduled_at_is_the_tick_for_handlers(app: App) -> None:
@@ -127,7 +127,7 @@ def test_scheduled_at_is_the_tick_for_handlers(app: App) -> None:
     @app.task
     def tick() -> None: ...
 
-    [s] = schedules_of(app)
+    [s] = app.runtime.registry.schedules()
     new = s.new_job(1_800_000_060.0)
     app.store.enqueue([new])
     [job] = app.store.claim("w", ["default"], 1, 30.0)  # a running job, as a handler sees it

@@ -20,7 +20,7 @@ from tether._errors import StoreUnavailable
 from tether._events import Event, Events
 from tether._maintenance.maintainer import SCHEDULE_ELECTION, Maintainer
 from tether._maintenance.scheduler import MAX_CATCH_UP, ON_TIME, Scheduler
-from tether._periodic import CatchUp, Schedule, schedules_of, tick_of
+from tether._periodic import CatchUp, Schedule, tick_of
 from tether.stores import NewJob, Outcome, Store
 
 pytestmark = pytest.mark.timeout(90)
@@ -46,7 +46,7 @@ def every(app: tether.App, seconds: float, catch_up: CatchUp = "latest",
     def beat() -> None: ...
 
     app.periodic(every=seconds, catch_up=catch_up, name=name)(beat)
-    return next(s for s in schedules_of(app) if s.name == name)
+    return next(s for s in app.runtime.registry.schedules() if s.name == name)
 
 
 def ticks_enqueued(store: Store, queue: str) -> list[float]:
@@ -56,7 +56,7 @@ def ticks_enqueued(store: Store, queue: str) -> list[float]:
 
 
 def scheduler(store: Store, app: tether.App, events: Events | None = None) -> Scheduler:
-    return Scheduler(store, schedules_of(app), events or Events(), "test-holder")
+    return Scheduler(store, app.runtime.registry.schedules(), events or Events(), "test-holder")
 
 
 def test_a_new_schedule_starts_at_its_next_tick(app: tether.App) -> None:
@@ -229,7 +229,7 @@ def test_a_store_error_does_not_end_the_duty(app: tether.App) -> None:
     flaky = Flaky(app.store)
     settings = make_settings(election=False, reaper_interval=0, prune_interval=0)
     m = Maintainer(flaky, "h", settings, Events(), reap=False,  # type: ignore[arg-type]
-                   schedules=schedules_of(app))
+                   schedules=app.runtime.registry.schedules())
     [duty] = m.duties
     assert (duty.name, duty.election) == ("schedule", SCHEDULE_ELECTION)
     assert m._perform(duty) == 1.0 and duty.failures == 1

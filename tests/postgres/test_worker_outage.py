@@ -104,7 +104,7 @@ def test_a_10s_outage_loses_nothing_and_workers_resume_at_once(
                            what="the held jobs to run")
             else:
                 # Past its first empty claim, the fetcher is waiting for a notification.
-                wait_until(lambda: _waiting_backends(pg, worker.app.store) > 0,
+                wait_until(lambda: _waiting_backends(pg, worker.runtime.store) > 0,
                            what="the worker to wait for jobs")
             proxy.refuse(OUTAGE)
             # Work arrives while the workers are cut off (the test's store is not).

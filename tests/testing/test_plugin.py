@@ -42,7 +42,7 @@ import jobs
 
 def test_the_fixture_is_the_users_app_on_a_fresh_store(tether_app):
     assert tether_app is jobs.app
-    assert tether_app.url.startswith("{scheme}")
+    assert tether_app.runtime.url.startswith("{scheme}")
     assert tether_app.store.list_jobs() == []
     jobs.add.enqueue(1, 2)
     assert len(tether_app.store.list_jobs()) == 1
@@ -117,7 +117,7 @@ def test_z_after(tether_app):
     pass
 
 def test_zz_restored():
-    assert jobs.app.url == "sqlite:///must-never-be-created.db"
+    assert jobs.app.runtime.url == "sqlite:///must-never-be-created.db"
 ''')
     result = pytester.runpytest("-p", "no:cacheprovider", "--tether-app", "jobs:app")
     result.assert_outcomes(passed=6)
@@ -175,7 +175,7 @@ def test_the_fresh_store_on_a_postgresql_or_redis_server(
     _project(pytester, scheme, ff=", fast_forward=False")
     pytester.makepyfile(test_names=f'''
 def test_not_the_servers_own_name(tether_app):
-    assert "{tag}" not in tether_app.url and "tether_test_" in tether_app.url
+    assert "{tag}" not in tether_app.runtime.url and "tether_test_" in tether_app.runtime.url
 ''')
     result = pytester.runpytest("-p", "no:cacheprovider", "--tether-app", "jobs:app",
                                 "--tether-store", server)

@@ -37,7 +37,7 @@ def test_bad_settings_raise_config_error(tmp_path: Path, options: dict[str, obje
 
 def test_defaults_and_bound(tmp_path: Path) -> None:
     app = app_at(tmp_path)
-    s = app.settings
+    s = app.runtime.settings
     assert s.lease_ttl == 30 and s.heartbeat_every == 10
     assert s.recovery_bound == 32
     assert s.reap_every <= s.lease_ttl

@@ -33,7 +33,7 @@ def test_outcomes_and_context_cross_the_process_boundary(make_app: MakeApp) -> N
 
     completed: list[Event] = []
     app.on("completed", completed.append)
-    t = app.tasks
+    t = app.runtime.registry.tasks
     ids = {
         "add": t["pool.add"].enqueue(2, 3),
         "amul": t["pool.amul"].enqueue(6, 7),
@@ -102,14 +102,14 @@ def test_options_are_checked_before_anything_starts(tmp_path: Path,
         app.worker(pool="process", app_spec=SPEC, max_memory_per_child=-1)
     monkeypatch.setenv(CHILD_ENV, str(os.getpid()))
     with pytest.raises(tether.ConfigError, match=r"guard app\.run_worker"):
-        make_pool_config(app, "thread")
+        make_pool_config(app.runtime, "thread")
 
 
 def test_spec_is_derived_from_the_module_holding_the_app() -> None:
     from tests.worker import pool_tasks
 
-    assert derive_spec(pool_tasks.app) == SPEC
-    config = make_pool_config(pool_tasks.app, "process", max_memory_per_child=100)
+    assert derive_spec(pool_tasks.app.runtime) == SPEC
+    config = make_pool_config(pool_tasks.app.runtime, "process", max_memory_per_child=100)
     assert (config.kind, config.app_spec, config.max_memory_per_child) == (
         "process", SPEC, 100.0)
 

@@ -37,9 +37,9 @@ def test_a_cancelled_job_waiting_in_a_child_is_withdrawn_and_never_starts(
     log = str(tmp_path / "starts.log")
     exited: list[Event] = []
     app.on("child_exited", exited.append)
-    slow = app.tasks["pool.nap"].enqueue(3.0, log)
-    victim = app.tasks["pool.nap"].enqueue(0.0, log)
-    after = app.tasks["pool.nap"].enqueue(0.0, log)
+    slow = app.runtime.registry.tasks["pool.nap"].enqueue(3.0, log)
+    victim = app.runtime.registry.tasks["pool.nap"].enqueue(0.0, log)
+    after = app.runtime.registry.tasks["pool.nap"].enqueue(0.0, log)
     with running(app, concurrency=1, pool="process", app_spec=SPEC) as worker:
         wait_until(lambda: [s for s in starts(log) if s[0] == slow], 20, "the slow job to start")
         [child] = worker.executor.pids()
@@ -69,8 +69,8 @@ def test_the_timeout_counts_from_the_start_in_the_child(
     app = make_app()
     register(app)
     log = str(tmp_path / "starts.log")
-    slow = app.tasks["pool.nap"].enqueue(1.5, log)
-    timed = app.tasks["pool.timed"].enqueue(0.4, log)
+    slow = app.runtime.registry.tasks["pool.nap"].enqueue(1.5, log)
+    timed = app.runtime.registry.tasks["pool.timed"].enqueue(0.4, log)
     with running(app, concurrency=1, pool="process", app_spec=SPEC) as worker:
         wait_until(lambda: [s for s in starts(log) if s[0] == slow], 20, "the slow job to start")
         held = worker.executor.fleet.children[0]
@@ -89,8 +89,8 @@ def test_a_drain_runs_what_the_children_hold_that_starts_in_time(
     app = make_app()
     register(app)
     log = str(tmp_path / "starts.log")
-    slow = app.tasks["pool.nap"].enqueue(1.0, log)
-    waiting = [app.tasks["pool.nap"].enqueue(0.0, log) for _ in range(2)]
+    slow = app.runtime.registry.tasks["pool.nap"].enqueue(1.0, log)
+    waiting = [app.runtime.registry.tasks["pool.nap"].enqueue(0.0, log) for _ in range(2)]
     with running(app, concurrency=1, pool="process", app_spec=SPEC) as worker:
         wait_until(lambda: [s for s in starts(log) if s[0] == slow], 20, "the slow job to start")
         held = worker.executor.fleet.children[0]

@@ -207,7 +207,7 @@ def test_a_held_sqlite_write_lock_is_reported_after_a_third_of_the_lease(
         tether.current_job().wait(30)
 
     hold.enqueue()
-    path = app.url.removeprefix("sqlite:///")
+    path = app.runtime.url.removeprefix("sqlite:///")
     with caplog.at_level(logging.INFO, logger="tether"), running(app, concurrency=1) as worker:
         wait_until(lambda: worker.heartbeater.beats >= 1 and len(worker.registry) == 1,
                    what="a job in flight")

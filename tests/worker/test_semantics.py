@@ -81,7 +81,7 @@ def test_a_task_nobody_knows_is_dead_lettered_after_unknown_task_timeout(
 
 def test_unknown_task_timeout_is_validated(tmp_path: Any) -> None:
     url = f"sqlite:///{tmp_path / 'v.db'}"
-    assert tether.App(url).settings.unknown_task_timeout == 3600
+    assert tether.App(url).runtime.settings.unknown_task_timeout == 3600
     for bad in (-1, float("nan"), "1h"):
         with pytest.raises(ConfigError, match="unknown_task_timeout must be"):
             tether.App(url, unknown_task_timeout=bad)
@@ -174,7 +174,7 @@ def test_bad_task_registration_is_one_config_error(make_app: MakeApp) -> None:
         app.task(name="p", priority="x")(lambda: None)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="queue"):
         app.task(name="q", queue="a\x00b")(lambda: None)
-    assert app.tasks == {}
+    assert app.runtime.registry.tasks == {}
 
 
 @pytest.mark.parametrize(

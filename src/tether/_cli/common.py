@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from tether import _limits as limits
-from tether._app import App
 from tether._config import Settings
 from tether._errors import ConfigError, SchemaError
+from tether._runtime import Runtime
 from tether.stores import DEFAULT_URL, open_store
 from tether.stores._contract import Store, WorkerInfo
 
@@ -131,31 +131,32 @@ def when_arg(text: str) -> float:
 
 @dataclass
 class Target:
-    """Where a command works: the app (when given) and the store URL it resolves to."""
+    """Where a command works: the app's runtime (when an app is given) and the store URL it
+    resolves to."""
 
-    app: App | None
+    runtime: Runtime | None
     url: str
 
     @property
     def settings(self) -> Settings:
-        return self.app.settings if self.app is not None else Settings()
+        return self.runtime.settings if self.runtime is not None else Settings()
 
     def queues(self) -> list[str] | None:
-        return self.app.queues() if self.app is not None else None
+        return self.runtime.registry.queues() if self.runtime is not None else None
 
 
 def target(args: argparse.Namespace) -> Target:
     """``--app`` (or ``$TETHER_APP``) gives the app and its store; ``--url`` overrides the
     store; without either, ``$TETHER_URL``, else ``sqlite:///tether.db``."""
     spec = getattr(args, "app", None) or os.environ.get("TETHER_APP") or None
-    app = None
+    runtime = None
     if spec:
         from tether._worker.appspec import load_app
 
-        app = load_app(spec)
-    url = getattr(args, "url", None) or (app.url if app is not None else None) or \
+        runtime = load_app(spec).runtime
+    url = getattr(args, "url", None) or (runtime.url if runtime is not None else None) or \
         os.environ.get("TETHER_URL") or DEFAULT_URL
-    return Target(app, url)
+    return Target(runtime, url)
 
 
 def sqlite_file(url: str) -> Path | None:

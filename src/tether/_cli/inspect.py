@@ -213,10 +213,10 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     t = target(args)
     call_args, call_kwargs = _call(args.args)
     try:
-        if t.app is not None:
-            task = t.app.find_task(args.task)
+        if t.runtime is not None:
+            task = t.runtime.registry.find_task(args.task)
             if task is None:
-                known = ", ".join(sorted(t.app.tasks)) or "none"
+                known = ", ".join(sorted(t.runtime.registry.tasks)) or "none"
                 raise ConfigError(f"the app has no task named {args.task!r} (known: {known})")
             job = task.new_job(call_args, call_kwargs, delay=args.delay,
                                priority=args.priority, unique_key=args.unique_key,

@@ -16,7 +16,6 @@ from tether._errors import ConfigError
 from tether._events import Events
 from tether._logs import configure, worker_banner
 from tether._maintenance.maintainer import Maintainer
-from tether._periodic import schedules_of
 from tether._worker.appspec import load_app
 from tether._worker.shutdown import Shutdown
 from tether.stores import DEFAULT_URL
@@ -35,14 +34,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.strict and not args.burst:  # refused before anything is opened or started
         raise ConfigError("--strict only applies with --burst")
     app = load_app(spec)
+    runtime = app.runtime
     if args.url:
         # Importing the app may have opened its own store (an enqueue at import time): close
         # it, or the worker would claim from that store while heartbeating on --url's.
-        app.close()
-        app.url = args.url
+        runtime.close()
+        runtime.url = args.url
     if not args.log_format_given and not os.environ.get("TETHER_LOG_FORMAT") and \
-            app.settings.log_format:
-        configure(args.log_level, app.settings.log_format)
+            runtime.settings.log_format:
+        configure(args.log_level, runtime.settings.log_format)
     queues = [q.strip() for part in args.queues for q in part.split(",")] \
         if args.queues else None
     try:
@@ -50,7 +50,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             limits.check_text(q, "queue", limit=limits.MAX_NAME)
     except ValueError as exc:
         raise ConfigError(f"--queues: {exc}") from None
-    app.store.check_schema()
+    runtime.store.check_schema()
     process = args.pool == "process"
     worker = app.worker(concurrency=args.concurrency, queues=queues,
                         maintenance=not args.no_maintenance, pool=args.pool,
@@ -58,7 +58,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
                         max_tasks_per_child=args.max_tasks_per_child,
                         max_memory_per_child=args.max_memory_per_child,
                         schedules=not args.burst)
-    message, fields = worker_banner(app, worker.id, list(worker.queues), args.concurrency,
+    message, fields = worker_banner(runtime.settings, runtime.url, runtime.registry.tasks,
+                                    worker.id, list(worker.queues), args.concurrency,
                                     "processes" if process else "threads")
     log.info("%s", message, extra=fields)
     stop_metrics = None
@@ -106,14 +107,14 @@ def cmd_reaper(args: argparse.Namespace) -> int:
     from tether._cli.common import connect
 
     spec = args.target_app or getattr(args, "app", None) or os.environ.get("TETHER_APP")
-    app = None
+    runtime = None
     if spec:
         if args.lease_ttl is not None:
             raise ConfigError("--lease-ttl is for running without an app; the app's settings "
                               "give lease_ttl")
-        app = load_app(spec)
-        settings = app.settings
-        url = args.url or app.url
+        runtime = load_app(spec).runtime
+        settings = runtime.settings
+        url = args.url or runtime.url
     else:
         settings = make_settings(**({} if args.lease_ttl is None else
                                     {"lease_ttl": args.lease_ttl}))
@@ -124,8 +125,8 @@ def cmd_reaper(args: argparse.Namespace) -> int:
         settings = replace(settings, election=False)
     store = connect(url)
     holder = f"reaper:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-    maintainer = Maintainer(store, holder, settings, app.events if app else Events(),
-                            schedules=schedules_of(app) if app else ())
+    maintainer = Maintainer(store, holder, settings, runtime.events if runtime else Events(),
+                            schedules=runtime.registry.schedules() if runtime else ())
     shutdown = Shutdown(draining="stopping the reaper")
     restore = shutdown.install()
     maintainer.start()

@@ -15,7 +15,7 @@ from typing import Any
 from tether._cli.common import connect
 from tether._cli.render import dump_json, iso, table, when
 from tether._errors import ConfigError
-from tether._periodic import Schedule, schedules_of, tick_of
+from tether._periodic import Schedule, tick_of
 from tether.stores._contract import ScheduleState, Store
 
 
@@ -26,12 +26,12 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     if not spec:
         raise ConfigError("tether schedules needs the app that declares them: "
                           "tether schedules MODULE:APP (or --app, or $TETHER_APP)")
-    app = load_app(spec)
-    store = connect(args.url or app.url)
+    runtime = load_app(spec).runtime
+    store = connect(args.url or runtime.url)
     try:
         now = store.now()
         states = {s.name: s for s in store.schedules()}
-        declared = {s.name: s for s in schedules_of(app)}
+        declared = {s.name: s for s in runtime.registry.schedules()}
         rows = [describe(store, declared.get(name), states.get(name), now, name)
                 for name in sorted(declared.keys() | states.keys())]
     finally:

@@ -5,18 +5,21 @@ pickled to it, so it imports the app by name. The worker must therefore know tha
 worker MODULE:APP`` has it; ``app.run_worker(pool="process")`` derives it from the module the App
 object lives in, or takes ``app_spec=``. Loading an app by its name is
 :func:`tether._worker.appspec.load_app` (which imports ``tether._app``; this module must not, as
-the worker imports it and ``tether._app`` imports the worker).
+the worker imports it and ``tether._app`` imports the worker). The worker holds the app's
+runtime, not the app: the app is found as the object whose ``runtime`` is that runtime.
 """
 
 from __future__ import annotations
 
 import sys
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from tether._errors import ConfigError
+from tether._task import Task
 
 if TYPE_CHECKING:
-    from tether._app import App
+    from tether._runtime import Runtime
 
 
 def check_spec(spec: object) -> str:
@@ -30,8 +33,9 @@ def check_spec(spec: object) -> str:
     return spec
 
 
-def derive_spec(app: App) -> str:
-    """``module:attribute`` of a loaded module that holds ``app`` at its top level.
+def derive_spec(runtime: Runtime) -> str:
+    """``module:attribute`` of a loaded module that holds, at its top level, the App whose
+    ``runtime`` this is (a task holds it too, and is not what a child loads).
 
     A script's ``__main__`` only counts when it was started with ``python -m package.module``
     (the child can import that name; the module's ``if __name__ == "__main__"`` block does not
@@ -46,7 +50,7 @@ def derive_spec(app: App) -> str:
         except TypeError:
             continue
         for attr, value in namespace:
-            if value is not app or not attr.isidentifier():
+            if not attr.isidentifier() or not _holds(value, runtime):
                 continue
             importable = name
             if name == "__main__":
@@ -61,3 +65,16 @@ def derive_spec(app: App) -> str:
             "run as a file). Assign it to a module-level name in an importable module, or pass "
             "app_spec='package.module:app'")
     return sorted(set(named), key=lambda s: (s.count("."), s))[0]
+
+
+def _holds(value: object, runtime: Runtime) -> bool:
+    """Whether ``value`` is the App of ``runtime``: an object (not a module, not a task)
+    whose own ``runtime`` attribute it is, read from its ``__dict__`` so that the search
+    wakes up no module-level proxy or lazy object."""
+    try:
+        own = getattr(value, "__dict__", None)
+    except Exception:  # a proxy that cannot even say what it holds is not the app
+        return False
+    # isinstance only now: on a lazy object it would ask ``__class__``, which wakes it up
+    return isinstance(own, dict) and own.get("runtime") is runtime \
+        and not isinstance(value, ModuleType | Task)

@@ -155,7 +155,7 @@ def run_burst(
         if reached:
             stop(f"burst: {max_jobs} job(s) claimed (max_jobs)")  # before the next claim
 
-    claims = _claims(worker.app.events)
+    claims = _claims(worker.runtime.events)
     with claims.lock:
         claims.listeners.append(on_claim)
     finished = threading.Event()

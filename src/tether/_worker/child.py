@@ -40,10 +40,9 @@ from collections import deque
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from tether import _clock as clock
-from tether._app import App
 from tether._context import JobContext, bind, unbind
 from tether._errors import (
     ConfigError,
@@ -54,11 +53,14 @@ from tether._errors import (
     StoreError,
 )
 from tether._worker import wire
-from tether._worker.appspec import load_app
+from tether._worker.appspec import load_runtime
 from tether._worker.children import rss_mib
 from tether._worker.executor import decide, describe
 from tether._worker.poolconfig import CHILD_ENV
 from tether.stores._contract import Lease, Outcome, Store
+
+if TYPE_CHECKING:
+    from tether._runtime import Runtime
 
 log = logging.getLogger("tether.child")
 _WHY: dict[str, type[Interrupted]] = {
@@ -132,9 +134,9 @@ class ChildLoop:
     arrived; the worker learns which ones were skipped (``skipped``).
     """
 
-    def __init__(self, app: App, reader: wire.Reader, writer: wire.Writer,
+    def __init__(self, runtime: Runtime, reader: wire.Reader, writer: wire.Writer,
                  limits: wire.Header | None = None) -> None:
-        self.app = app
+        self.runtime = runtime
         self.reader = reader
         self.writer = writer
         self.link = ParentLink(self)
@@ -234,7 +236,7 @@ class ChildLoop:
     # -- running -----------------------------------------------------------------------------
     def _run(self, header: wire.Header, blobs: list[str | None]) -> None:
         job = wire.job_of(header, blobs)
-        ctx = JobContext(job, cast(Store, self.link), self.app.codec)
+        ctx = JobContext(job, cast(Store, self.link), self.runtime.codec)
         start = [job.id, job.attempt, clock.monotonic()]
         if self.outbox and self.outbox[-1][0]["op"] == "outcome":
             self.outbox[-1][0]["start"] = start  # one header for both: one parse, one lock
@@ -242,7 +244,7 @@ class ChildLoop:
             self.outbox.append(({"op": "start", "start": start}, []))
         self._flush()
         self.current = ctx
-        task = self.app.find_task(job.task)
+        task = self.runtime.registry.find_task(job.task)
         outcome: Outcome | None
         if task is None:
             outcome = Outcome(ctx.lease, "dead", reason="unknown_task", error=(
@@ -322,15 +324,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=init.get("log_level", "INFO"), stream=sys.stderr, format=(
         "%(asctime)s %(levelname)s %(name)s [child %(process)d]: %(message)s"))
     try:
-        app = load_app(init["spec"])
+        runtime = load_runtime(init["spec"])
         if init.get("url"):  # the worker's store (--url), not the one the module names
-            app.url = init["url"]
-        app.import_includes()
+            runtime.url = init["url"]
+        runtime.registry.import_includes()
     except BaseException as exc:
         writer.send({"op": "fatal", "error": f"cannot load {init['spec']!r}: {describe(exc)}"})
         return 2
-    writer.send({"op": "ready", "pid": os.getpid(), "tasks": sorted(app.tasks)})
-    child = ChildLoop(app, reader, writer, init.get("limits"))
+    writer.send({"op": "ready", "pid": os.getpid(), "tasks": sorted(runtime.registry.tasks)})
+    child = ChildLoop(runtime, reader, writer, init.get("limits"))
     try:
         return child.serve()
     except SystemExit:

@@ -23,7 +23,7 @@ from tether._errors import ConfigError
 from tether._worker.appname import check_spec, derive_spec
 
 if TYPE_CHECKING:
-    from tether._app import App
+    from tether._runtime import Runtime
 
 POOLS = ("thread", "process")
 CHILD_ENV = "TETHER_POOL_CHILD"  # set by a pool child to its own pid
@@ -47,7 +47,7 @@ def in_pool_child() -> bool:
 
 
 def make_pool_config(
-    app: App,
+    runtime: Runtime,
     pool: str = "thread",
     *,
     app_spec: str | None = None,
@@ -82,7 +82,7 @@ def make_pool_config(
                 f"max_memory_per_child must be a number of MiB > 0, got {max_memory_per_child!r}")
         if not os.path.exists(f"/proc/{os.getpid()}/statm"):
             raise ConfigError("max_memory_per_child needs /proc/<pid>/statm (Linux)")
-    spec = check_spec(app_spec) if app_spec is not None else derive_spec(app)
+    spec = check_spec(app_spec) if app_spec is not None else derive_spec(runtime)
     return PoolConfig("process", spec, max_tasks_per_child,
                       None if max_memory_per_child is None else float(max_memory_per_child),
-                      url=app.url)
+                      url=runtime.url)

@@ -32,7 +32,6 @@ from tether import _clock as clock
 from tether._context import JobContext
 from tether._errors import ShuttingDown, StoreGone
 from tether._maintenance.maintainer import Maintainer
-from tether._periodic import schedules_of
 from tether._task import Task
 from tether._worker.completer import Completer, Pending
 from tether._worker.connections import open_stores
@@ -51,7 +50,7 @@ from tether.stores._contract import JobRecord, Outcome, Store, WorkerInfo
 from tether.stores._replay import new_request_id
 
 if TYPE_CHECKING:
-    from tether._app import App
+    from tether._runtime import Runtime
 
 log = logging.getLogger("tether.worker")
 
@@ -73,7 +72,7 @@ def new_worker_id() -> str:
 class Worker:
     def __init__(
         self,
-        app: App,
+        runtime: Runtime,
         *,
         concurrency: int = 10,
         queues: Sequence[str] | None = None,
@@ -92,22 +91,22 @@ class Worker:
         idle); the maintainer still reaps and prunes."""
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
-        self.pool = make_pool_config(app, pool, app_spec=app_spec,
+        self.pool = make_pool_config(runtime, pool, app_spec=app_spec,
                                      max_tasks_per_child=max_tasks_per_child,
                                      max_memory_per_child=max_memory_per_child)
-        self.app = app
-        self.settings = app.settings
+        self.runtime = runtime
+        self.settings = runtime.settings
         self.concurrency = concurrency
-        app.import_includes()  # App(include=...): their tasks' queues are ours too
-        self.queues = list(queues) if queues else app.queues()
+        runtime.registry.import_includes()  # App(include=...): their tasks' queues are ours too
+        self.queues = list(queues) if queues else runtime.registry.queues()
         self.id = new_worker_id()
         self.shutdown = Shutdown(grace=self.settings.shutdown_timeout)
         self.registry = Registry(ProcessPool.capacity(concurrency)
                                  if self.pool.kind == "process" else concurrency)
-        self.store: Store = app.store
+        self.store: Store = runtime.store
         # periodic jobs: a duty of the maintenance leader
-        periodic = schedules_of(app) if schedules else []
-        side = open_stores(app.url, 2 if maintenance and (
+        periodic = runtime.registry.schedules() if schedules else []
+        side = open_stores(runtime.url, 2 if maintenance and (
             self.settings.reaper_interval > 0 or self.settings.prune_interval > 0
             or periodic) else 1)
         self._hb_store = side[0]
@@ -115,14 +114,15 @@ class Worker:
         fatal: Callable[[BaseException], None] = self._fatal
         self.health = StoreHealth(self.settings.lease_ttl / 3)
         self.heartbeater = Heartbeater(
-            self._hb_store, self.id, self.registry, app.events,
+            self._hb_store, self.id, self.registry, runtime.events,
             lease_ttl=self.settings.lease_ttl, interval=self.settings.heartbeat_every,
             on_fatal=fatal, health=self.health)
-        self.completer = Completer(self.store, self.id, self.registry, app.events,
+        self.completer = Completer(self.store, self.id, self.registry, runtime.events,
                                    on_fatal=fatal, health=self.health)
         self.deadlines = Deadlines(fatal)
-        self.timeouts = Timeouts(self.deadlines, self.registry, self._settle, app.find_task)
-        self.intake = Intake(self.registry, self.pool, self._settle, self.store, app.events,
+        self.timeouts = Timeouts(self.deadlines, self.registry, self._settle,
+                                 runtime.registry.find_task)
+        self.intake = Intake(self.registry, self.pool, self._settle, self.store, runtime.events,
                              self.completer, concurrency=concurrency, owner=self.id,
                              claim_batch=self.settings.claim_batch, claim_ahead=claim_ahead,
                              notify=self._notify, on_fatal=fatal, on_start=self._on_start,
@@ -130,7 +130,7 @@ class Worker:
         self.executor = self.intake.executor
         self.ahead = self.intake.ahead
         self.maintainer = Maintainer(
-            self._maint_store, self.id, self.settings, app.events, on_fatal=fatal,
+            self._maint_store, self.id, self.settings, runtime.events, on_fatal=fatal,
             reap=self.settings.reaper_interval > 0,
             schedules=periodic) if self._maint_store is not None else None
         self._fetcher = threading.Thread(target=self._fetch_loop, name="tether-fetcher",
@@ -344,16 +344,16 @@ class Worker:
     def _start(self, job: JobRecord, trusted_until: float) -> Running | None:
         """Start a claimed job, or (thread pool) return its entry to queue for a slot."""
         self.claimed += 1
-        entry = Running(JobContext(job, self.store, self.app.codec), trusted_until)
-        task = self.app.find_task(job.task)
+        entry = Running(JobContext(job, self.store, self.runtime.codec), trusted_until)
+        task = self.runtime.registry.find_task(job.task)
         if task is not None and self.ahead is not None:
             if self.shutdown.phase == Phase.FORCED:
                 entry.interrupt(ShuttingDown)
             entry.task = task  # queued: _on_start runs when a handler thread takes it
             return entry
         self.registry.add(entry)
-        self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
-                             detail={"task": job.task, "queue": job.queue})
+        self.runtime.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
+                                 detail={"task": job.task, "queue": job.queue})
         if task is None:
             self.registry.settle_once(entry)
             first = job.task not in self._unknown_warned
@@ -372,8 +372,8 @@ class Worker:
     def _on_start(self, entry: Running, task: Task[Any, Any]) -> None:
         """A queued job got its slot (handler thread): its time limit runs from now."""
         job = entry.ctx.job
-        self.app.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
-                             detail={"task": job.task, "queue": job.queue})
+        self.runtime.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
+                                 detail={"task": job.task, "queue": job.queue})
         self.timeouts.arm(entry, task)
 
     def _settle(self, entry: Running, outcome: Outcome | None) -> None:
@@ -383,11 +383,11 @@ class Worker:
             if ctx.completed_in_transaction:
                 # The handler's own transaction wrote the fenced completion: nothing for the
                 # completer to write, but logs and metrics must still see the job finish.
-                self.app.events.emit("completed", job_id=ctx.id, attempt=ctx.attempt,
-                                     worker=self.id, detail={
-                                         "task": ctx.job.task, "queue": ctx.job.queue,
-                                         "kind": "done", "reason": None, "delay": 0.0,
-                                         "error": None, "transaction": True})
+                self.runtime.events.emit("completed", job_id=ctx.id, attempt=ctx.attempt,
+                                         worker=self.id, detail={
+                                             "task": ctx.job.task, "queue": ctx.job.queue,
+                                             "kind": "done", "reason": None, "delay": 0.0,
+                                             "error": None, "transaction": True})
             self.registry.mark(entry, settled=True)
         else:
             self.completer.put(entry, outcome)

@@ -25,7 +25,7 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
 async def opened(app: App) -> AsyncIterator[App]:
     """``async with opened(app):`` the store and its async producer are open inside, closed
     after (for a lifespan of your own, or a script)."""
-    await app.async_producer()
+    await app.runtime.async_producer()
     try:
         yield app
     finally:

@@ -20,6 +20,7 @@ from tether.stores._memory.store import MemoryStore
 
 if TYPE_CHECKING:
     from tether._app import App
+    from tether._registry import TaskRegistry
 
 #: What drain returns per job: what ``app.get_job`` returns, the public view ``tether.Job``.
 DrainedJob = Job
@@ -39,14 +40,14 @@ class DrainFailed(AssertionError):
         self.jobs = list(jobs)
 
 
-def _fast_forward(app: App, store: MemoryStore, queues: Sequence[str]) -> bool:
+def _fast_forward(registry: TaskRegistry, store: MemoryStore, queues: Sequence[str]) -> bool:
     """Move the memory store's clock to the next pending job of a known task (a retry in
     back-off, a delayed job); False when there is none."""
     now = store.now()
     paused = set(store.paused_queues())
     due = [job.run_at for queue in queues if queue not in paused
            for job in store.list_jobs(status="pending", queue=queue, limit=10_000)
-           if job.task in app.tasks and job.run_at > now]
+           if job.task in registry.tasks and job.run_at > now]
     if not due:
         return False
     store.advance(min(due) - now + 0.001)
@@ -79,7 +80,8 @@ def drain(
     each job that was claimed, in first-claim order, as ``app.get_job`` shows it at the end
     (id, task, status, attempt, result, errors, ...); a job deleted meanwhile is left out.
     """
-    store = app.store
+    runtime = app.runtime
+    store = runtime.store
     memory = isinstance(store, MemoryStore)
     if isinstance(store, MemoryStore) and store.name is None:
         raise ConfigError("drain needs a named memory store (memory://NAME): a worker opens "
@@ -91,12 +93,12 @@ def drain(
         raise ConfigError(f"fast_forward needs a memory:// store (the {store.kind} store's "
                           "clock cannot be moved); pass fast_forward=False")
     # max_jobs counts claims: no claim ahead of free slots (see Worker's claim_ahead)
-    worker = Worker(app, concurrency=concurrency, queues=queues, maintenance=False,
+    worker = Worker(runtime, concurrency=concurrency, queues=queues, maintenance=False,
                     claim_ahead=max_jobs is None, schedules=False)
     forward = None
     if fast_forward and isinstance(store, MemoryStore):
         mem = store
-        forward = lambda: _fast_forward(app, mem, worker.queues)  # noqa: E731
+        forward = lambda: _fast_forward(runtime.registry, mem, worker.queues)  # noqa: E731
     result = run_burst(worker, install_signals=False, max_jobs=max_jobs, timeout=timeout,
                        fast_forward=forward)
     if worker.shutdown.fatal is not None:

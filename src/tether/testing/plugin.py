@@ -73,16 +73,17 @@ def tether_app(tether_base_app: App, tether_store_url: str) -> Iterator[App]:
     one), and held open for the whole test, so a memory store's data outlives an
     ``app.close()`` inside the test."""
     app = tether_base_app
-    saved = app.url
+    runtime = app.runtime
+    saved = runtime.url
     keeper = open_store(tether_store_url)
     try:
         keeper.migrate()
-        app.close()
-        app.url = tether_store_url
+        runtime.close()
+        runtime.url = tether_store_url
         yield app
     finally:
-        app.close()
-        app.url = saved
+        runtime.close()
+        runtime.url = saved
         keeper.close()
 
 

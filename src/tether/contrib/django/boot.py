@@ -48,4 +48,4 @@ def wrap_tasks(tasks: dict[str, Task[Any, Any]]) -> None:
             task.func = with_fresh_connections(task.func)
 
 
-wrap_tasks(app.tasks)
+wrap_tasks(app.runtime.registry.tasks)

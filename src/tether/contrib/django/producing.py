@@ -30,7 +30,7 @@ from django.db import connections, transaction
 
 from tether._app import App
 from tether._jobid import JobId
-from tether._task import OPTIONS, Task
+from tether._task import OPTIONS, Host, Task
 from tether.contrib.django.conf import is_postgres, same_database
 from tether.contrib.django.holder import get_config
 from tether.stores._contract import NewJob
@@ -76,7 +76,7 @@ def enqueue_with(
     works); ``using`` is the Django database alias (default ``TETHER["database"]``)."""
     job = task.new_job(tuple(args), dict(kwargs or {}), delay=delay, run_at=run_at,
                        priority=priority, unique_key=unique_key, queue=queue)
-    ids = submit(task.app, [job], using)
+    ids = submit(task.runtime, [job], using)
     return None if ids is None else JobId(ids[0])
 
 
@@ -99,28 +99,29 @@ def enqueue_many(
         args, kwargs = call
         jobs.append(task.new_job(tuple(args), dict(kwargs), delay=delay, run_at=run_at,
                                  priority=priority, queue=queue))
-    ids = submit(task.app, jobs, using)
+    ids = submit(task.runtime, jobs, using)
     return None if ids is None else [JobId(i) for i in ids]
 
 
-def submit(app: App, jobs: list[NewJob], using: str | None = None) -> list[int] | None:
-    """Write checked jobs the way the alias's mode says (see the module docstring)."""
+def submit(runtime: Host, jobs: list[NewJob], using: str | None = None) -> list[int] | None:
+    """Write checked jobs, through the runtime of their task, the way the alias's mode says
+    (see the module docstring)."""
     alias = using or get_config().database
     conn = connections[alias]
     in_transaction = conn.in_atomic_block or (
         conn.connection is not None and not conn.get_autocommit())
     if not in_transaction:
-        return app.enqueue_jobs(jobs)
-    if mode(app, alias) == "connection":
+        return runtime.enqueue_jobs(jobs)
+    if _mode(runtime.url, alias) == "connection":
         conn.ensure_connection()
-        return app.enqueue_jobs(jobs, conn=conn.connection)
-    transaction.on_commit(functools.partial(_after_commit, app, jobs), using=alias)
+        return runtime.enqueue_jobs(jobs, conn=conn.connection)
+    transaction.on_commit(functools.partial(_after_commit, runtime, jobs), using=alias)
     return None
 
 
-def _after_commit(app: App, jobs: list[NewJob]) -> None:
+def _after_commit(runtime: Host, jobs: list[NewJob]) -> None:
     try:
-        app.enqueue_jobs(jobs)
+        runtime.enqueue_jobs(jobs)
     except Exception:
         log.error("the transaction committed but %d job(s) of %s could not be enqueued: "
                   "they are lost (see docs/django.md, on_commit mode)", len(jobs),
@@ -130,7 +131,7 @@ def _after_commit(app: App, jobs: list[NewJob]) -> None:
 
 def mode(app: App, alias: str | None = None) -> str:
     """``"connection"`` or ``"on_commit"``: how jobs join a transaction on ``alias``."""
-    return _mode(app.url, alias or get_config().database)
+    return _mode(app.runtime.url, alias or get_config().database)
 
 
 @functools.cache

@@ -1,0 +1,173 @@
+"""The runtime of an app: what the worker, results, logs, the process-pool child and the CLI
+need of it, without the App.
+
+Invariant: **one store per runtime, on its current URL.** The store is opened (and migrated,
+unless ``auto_migrate=False``) on first use; a new URL closes the store opened on the old one,
+so the next use opens the new one. Keeping it would leave the runtime reading and writing where
+the URL no longer points (a worker given ``--url`` claimed from the module's store while
+heartbeating on its own).
+
+The layers: :class:`tether._app.App` (the user's API) holds a ``Runtime``; the worker and
+everything below it take the runtime and never import the App, so the imports draw no circle
+(tests/test_imports.py). The runtime holds the settings, the codec, the events, the store, the
+task registry (tasks and schedules, :mod:`tether._registry`) and the enqueue seam every
+producer call goes through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tether import _clock as clock
+from tether._codec import DEFAULT_CODEC, Codec
+from tether._config import Settings
+from tether._errors import ConfigError, StoreUnavailable
+from tether._events import Events
+from tether._jobview import Job, view
+from tether._registry import TaskRegistry
+from tether.stores import DEFAULT_URL, open_store
+from tether.stores._contract import AsyncProducer, NewJob, Store
+from tether.stores._records import JobRecord
+from tether.stores._replay import new_request_id
+
+#: Pauses between the attempts of one enqueue while the store is unavailable (~1 s in all).
+ENQUEUE_RETRY_PAUSES = (0.1, 0.3, 0.6)
+
+
+class Runtime:
+    """Settings, codec, events, the store (opened lazily on ``url``) and the task registry.
+
+    ``url`` defaults to ``$TETHER_URL``, else an SQLite file ``./tether.db``. A ``codec``
+    without ``encode`` and ``decode`` methods, or an ``include`` that is not module names,
+    raises ConfigError at once.
+    """
+
+    def __init__(self, url: str | None, settings: Settings, *, auto_migrate: bool = True,
+                 codec: Codec | None = None, include: Iterable[str] = ()) -> None:
+        self._url = url or os.environ.get("TETHER_URL") or DEFAULT_URL
+        self.settings = settings
+        self.auto_migrate = auto_migrate
+        if codec is not None and not (callable(getattr(codec, "encode", None))
+                                      and callable(getattr(codec, "decode", None))):
+            raise ConfigError("codec must have encode(value) and decode(value, type) methods "
+                              "(see tether._codec.Codec)")
+        self.codec: Codec = codec if codec is not None else DEFAULT_CODEC
+        self.registry = TaskRegistry(include)
+        self.events = Events()
+        self._store: Store | None = None
+        self._producing = False  # an async producer was handed out (aclose closes it)
+        self._lock = threading.RLock()
+
+    # -- the store ---------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return self._url
+
+    @url.setter
+    def url(self, url: str) -> None:
+        """A new URL closes the store opened on the old one (see the module docstring)."""
+        with self._lock:
+            if url != self._url:
+                self.close()
+            self._url = url
+
+    @property
+    def store(self) -> Store:
+        """The store, opened (and migrated, unless auto_migrate=False) on first use."""
+        if self._store is None:
+            with self._lock:
+                if self._store is None:
+                    store = open_store(self.url)
+                    try:
+                        store.migrate() if self.auto_migrate else store.check_schema()
+                    except BaseException:
+                        store.close()
+                        raise
+                    self._store = store
+        return self._store
+
+    async def async_producer(self) -> AsyncProducer:
+        """The store's async producer; the store is opened (a blocking connect and
+        migration) on a thread, so the caller's event loop never waits on it."""
+        store = self._store
+        if store is None:
+            store = await asyncio.to_thread(lambda: self.store)
+        self._producing = True
+        return store.async_producer()
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    async def aclose(self) -> None:
+        """``close`` for event loops (e.g. a FastAPI lifespan's end): the async producer is
+        closed on the loop (its connections belong to it), then the store on a thread."""
+        store = self._store
+        if store is not None and self._producing:
+            self._producing = False
+            await store.async_producer().aclose()
+        await asyncio.to_thread(self.close)
+
+    # -- producing ---------------------------------------------------------------------------
+    def enqueue_jobs(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+        """Insert jobs in one round trip; ``conn`` puts them in the caller's transaction.
+
+        A transient failure (:class:`~tether._errors.StoreUnavailable`) is retried a few
+        times within about a second, always with the same request id: when the store did the
+        insert but the reply was lost, it answers the retry from its record of that request
+        instead of inserting the jobs twice. Then the error is raised. Inside a caller's
+        transaction nothing is retried: the transaction is the caller's to retry.
+        """
+        if not jobs:
+            return []
+        if conn is not None:
+            try:
+                return self.store.enqueue(jobs, conn=conn)  # type: ignore[call-arg]
+            except TypeError:
+                raise ConfigError(
+                    f"the {self.store.kind} store cannot enqueue inside a caller's transaction"
+                ) from None
+        store = self.store
+        request_id = new_request_id()
+        for pause in (*ENQUEUE_RETRY_PAUSES, None):
+            try:
+                return store.enqueue(jobs, request_id=request_id)
+            except StoreUnavailable:
+                if pause is None:
+                    raise
+                clock.sleep(pause)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def aenqueue_jobs(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]:
+        """:meth:`enqueue_jobs` for event loops, through the store's async producer: the
+        same replay-safe retry (one request id for every attempt), with ``asyncio.sleep``
+        between attempts. ``conn`` is the caller's async connection (nothing is retried)."""
+        if not jobs:
+            return []
+        producer = await self.async_producer()
+        if conn is not None:
+            try:
+                return await producer.enqueue(jobs, conn=conn)
+            except TypeError as exc:  # as the sync path: a store without transactions
+                raise ConfigError(str(exc)) from None
+        request_id = new_request_id()
+        for pause in (*ENQUEUE_RETRY_PAUSES, None):
+            try:
+                return await producer.enqueue(jobs, request_id=request_id)
+            except StoreUnavailable:
+                if pause is None:
+                    raise
+                await asyncio.sleep(pause)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- reading -----------------------------------------------------------------------------
+    def view(self, record: JobRecord, *, imports: bool = True) -> Job:
+        """The public view of a store record, decoded by this runtime's codec (and the task's
+        annotations when the registry knows the task). ``imports=False``: never import the
+        ``include`` modules here (an event loop's caller did, or tried, on a thread)."""
+        return view(record, self.codec, self.registry.reading_task(record.task, imports=imports))
