@@ -9,14 +9,15 @@ none of them imports ``app`` (tests/test_imports.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any, ParamSpec, TypeVar, overload
 
 from tether import _results as results
 from tether._backoff import Backoff
 from tether._codec import Codec
-from tether._config import make_settings
+from tether._config import Settings, make_settings
 from tether._errors import ConfigError, JobNotFound
 from tether._events import Callback
 from tether._jobid import JobId
@@ -53,6 +54,27 @@ class App:
         #: What the worker, the CLI, the testing helpers and the integrations use.
         self.runtime = Runtime(url, make_settings(**options), auto_migrate=auto_migrate,
                                codec=codec, include=include)
+
+    # -- what the app was made with ----------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """The store URL. Setting a new one closes the store opened on the old one, so the
+        app never keeps reading and writing where its URL no longer points."""
+        return self.runtime.url
+
+    @url.setter
+    def url(self, url: str) -> None:
+        self.runtime.url = url
+
+    @property
+    def settings(self) -> Settings:
+        """The checked settings (``lease_ttl``, ``heartbeat_interval``, ...)."""
+        return self.runtime.settings
+
+    @property
+    def tasks(self) -> Mapping[str, Task[Any, Any]]:
+        """The declared tasks by name (read-only)."""
+        return MappingProxyType(self.runtime.registry.tasks)
 
     # -- store -------------------------------------------------------------------------------
     @property

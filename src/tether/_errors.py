@@ -26,38 +26,10 @@ Handlers may raise ``Retry`` (retry after a given delay, counted as a failure) o
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-
-class FinishedJob(Protocol):
-    """The job an error carries, as the type checker sees it: always a ``tether.Job`` (the
-    view of the job when the wait ended), named here by the part of its shape the errors and
-    the docs use, because this module is imported by every other one and so imports nothing
-    of tether (tests/test_imports.py)."""
-
-    @property
-    def id(self) -> int: ...
-
-    @property
-    def task(self) -> str: ...
-
-    @property
-    def status(self) -> str: ...
-
-    @property
-    def attempt(self) -> int: ...
-
-    @property
-    def failure_reason(self) -> str | None: ...
-
-    @property
-    def last_error(self) -> str | None: ...
-
-    @property
-    def result(self) -> Any: ...
-
-    @property
-    def errors(self) -> list[dict[str, Any]]: ...
+if TYPE_CHECKING:
+    from tether._jobview import Job
 
 
 class TetherError(Exception):
@@ -110,7 +82,7 @@ class JobFailed(TetherError):
     text of its last attempt.
     """
 
-    def __init__(self, job: FinishedJob) -> None:
+    def __init__(self, job: Job) -> None:
         self.job = job
         self.job_id = job.id
         self.reason = job.failure_reason
@@ -122,7 +94,7 @@ class JobFailed(TetherError):
         return (f"job {self.job.id} ({self.job.task}) failed after {self.job.attempt} "
                 f"attempt(s), reason {self.reason}: {last[0] if last else 'no error recorded'}")
 
-    def __reduce__(self) -> tuple[type, tuple[FinishedJob]]:
+    def __reduce__(self) -> tuple[type, tuple[Job]]:
         return (type(self), (self.job,))
 
 
@@ -139,7 +111,7 @@ class ResultNotDecodable(TetherError, TypeError):
     promises a value of that type, so handing back the raw JSON would be a silent lie; ``job``
     is the view (whose ``result`` is the plain JSON) and ``__cause__`` the codec's refusal."""
 
-    def __init__(self, job: FinishedJob, type_: Any, cause: BaseException) -> None:
+    def __init__(self, job: Job, type_: Any, cause: BaseException) -> None:
         self.job = job
         self.job_id = job.id
         name = getattr(type_, "__name__", None) or repr(type_)

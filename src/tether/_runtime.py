@@ -27,7 +27,8 @@ from tether._codec import DEFAULT_CODEC, Codec
 from tether._config import Settings
 from tether._errors import ConfigError, StoreUnavailable
 from tether._events import Events
-from tether._jobview import Job, view
+from tether._jobread import view
+from tether._jobview import Job
 from tether._registry import TaskRegistry
 from tether.stores import DEFAULT_URL, open_store
 from tether.stores._contract import AsyncProducer, NewJob, Store

@@ -13,9 +13,9 @@ def test_a_new_url_closes_the_store_opened_on_the_old_one(tmp_path: Path) -> Non
     try:
         old = app.store
         on_first = app.enqueue("t.job", queue="q")
-        app.runtime.url = first  # the same URL: the open store stays
+        app.url = first  # the same URL: the open store stays
         assert app.store is old
-        app.runtime.url = second
+        app.url = second
         assert app.store is not old and app.store.url == second
         on_second = app.enqueue("t.job", queue="q")
         assert [j.id for j in app.store.list_jobs(queue="q")] == [on_second]
