@@ -34,18 +34,15 @@ class RedisLeases:
 
     prefix: str
     _client: Any
+    _waker: Waker
+    _marks: threading.local
 
-    if TYPE_CHECKING:  # RedisStore's: run a script (registered at start / on first use)
+    if TYPE_CHECKING:  # RedisStore's: run a script, look for a restart when one is due
         def _run(self, name: str, *args: Any) -> Any: ...
-
-        def _ops(self, name: str, *args: str) -> Any: ...
 
         def _key(self, *parts: str) -> str: ...
 
         def _observe_if_due(self) -> None: ...
-
-    _waker: Waker
-    _marks: threading.local
 
     def claim(
         self,

@@ -33,17 +33,14 @@ class RedisProducer(ProducerCache):
 
     prefix: str
     _client: Any
+    _client_url: str
+    _options: dict[str, Any]
+    _waker: Waker
 
     if TYPE_CHECKING:  # RedisStore's: run a script (registered at start / on first use)
         def _run(self, name: str, *args: Any) -> Any: ...
 
-        def _ops(self, name: str, *args: str) -> Any: ...
-
         def _key(self, *parts: str) -> str: ...
-
-    _client_url: str
-    _options: dict[str, Any]
-    _waker: Waker
 
     def enqueue(
         self, jobs: Sequence[NewJob], *, now: float | None = None, request_id: str | None = None
