@@ -27,7 +27,7 @@ from tether._errors import (
     ShuttingDown,
     TetherError,
 )
-from tether.stores._contract import JobRecord, Lease, Outcome, Store
+from tether.stores._contract import JobRecord, Lease, Leases, Outcome, transactional_finish
 
 _current: contextvars.ContextVar[JobContext] = contextvars.ContextVar("tether_current_job")
 _EVENTS = threading.Lock()  # guards the lazy Event of every context; taken rarely and briefly
@@ -36,7 +36,7 @@ _EVENTS = threading.Lock()  # guards the lazy Event of every context; taken rare
 class JobContext:
     """One attempt of one job, as its handler sees it. ``(id, attempt)`` is the dedup key."""
 
-    def __init__(self, job: JobRecord, store: Store, codec: Codec = DEFAULT_CODEC) -> None:
+    def __init__(self, job: JobRecord, store: Leases, codec: Codec = DEFAULT_CODEC) -> None:
         self.job = job
         self.codec = codec
         self.lease: Lease = job.lease
@@ -151,14 +151,13 @@ class JobContext:
         the lease was lost, LeaseLost is raised and everything rolls back, so the writes happen
         exactly once across all attempts. The handler's return value is then not stored.
         """
-        begin = getattr(self._store, "transaction", None)
-        if begin is None:
-            raise ConfigError(f"the {self._store.kind} store has no transactional completion")
-        with begin() as conn:
+        store = transactional_finish(self._store)
+        if store is None:
+            raise ConfigError(self._store.capabilities.why_not
+                              or f"the {self._store.kind} store has no transactional completion")
+        with store.transaction() as conn:
             yield conn
-            rejected = self._store.finish(  # type: ignore[call-arg]
-                [Outcome(self.lease, "done")], conn=conn
-            )
+            rejected = store.finish([Outcome(self.lease, "done")], conn=conn)
             if rejected:
                 raise LeaseLost(self.id, self.attempt, "transactional completion")
         self.completed_in_transaction = True

@@ -21,6 +21,7 @@ from tether._errors import (
     ResultNotDecodable,
     StoreUnavailable,
 )
+from tether.stores._contract import Producer
 from tether.stores._records import TERMINAL, JobRecord
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def wait(runtime: Runtime, job_id: int, timeout: float | None) -> Any:
     state = _Wait(job_id, timeout)
     while True:
         try:  # the store is opened here too: an outage at the start is ridden out as well
-            store = runtime.store
+            store: Producer = runtime.store
             record, readable = store.get_job(job_id), True
         except StoreUnavailable:
             record, readable = None, False

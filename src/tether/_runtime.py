@@ -31,7 +31,13 @@ from tether._jobread import view
 from tether._jobview import Job
 from tether._registry import TaskRegistry
 from tether.stores import DEFAULT_URL, open_store
-from tether.stores._contract import AsyncProducer, NewJob, Store
+from tether.stores._contract import (
+    AsyncProducer,
+    NewJob,
+    Producer,
+    Store,
+    transactional_enqueue,
+)
 from tether.stores._records import JobRecord
 from tether.stores._replay import new_request_id
 
@@ -126,14 +132,13 @@ class Runtime:
         """
         if not jobs:
             return []
+        store: Producer = self.store
         if conn is not None:
-            try:
-                return self.store.enqueue(jobs, conn=conn)  # type: ignore[call-arg]
-            except TypeError:
+            inside = transactional_enqueue(store)
+            if inside is None:
                 raise ConfigError(
-                    f"the {self.store.kind} store cannot enqueue inside a caller's transaction"
-                ) from None
-        store = self.store
+                    f"the {store.kind} store cannot enqueue inside a caller's transaction")
+            return inside.enqueue(jobs, conn=conn)
         request_id = new_request_id()
         for pause in (*ENQUEUE_RETRY_PAUSES, None):
             try:
@@ -152,10 +157,12 @@ class Runtime:
             return []
         producer = await self.async_producer()
         if conn is not None:
-            try:
-                return await producer.enqueue(jobs, conn=conn)
-            except TypeError as exc:  # as the sync path: a store without transactions
-                raise ConfigError(str(exc)) from None
+            store: Producer = self.store  # opened by async_producer
+            if not store.capabilities.enqueue_in_transaction:
+                raise ConfigError(
+                    f"conn= is not supported by the {store.kind} store's async producer (only "
+                    "PostgreSQL enqueues inside a caller's transaction)")
+            return await producer.enqueue(jobs, conn=conn)
         request_id = new_request_id()
         for pause in (*ENQUEUE_RETRY_PAUSES, None):
             try:

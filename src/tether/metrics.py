@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 
 from tether import _clock as clock
 from tether._errors import StoreError
-from tether.stores._contract import STATUSES, JobFilter, Store
+from tether.stores._contract import STATUSES, Admin, JobFilter
 
 if TYPE_CHECKING:
     from tether._app import App
@@ -41,9 +41,9 @@ ELECTION = "maintenance"
 class QueueCollector(Collector):
     """Depth by queue and state, and the oldest due pending job's age: leader only."""
 
-    def __init__(self, open_store: Callable[[], Store]) -> None:
+    def __init__(self, open_store: Callable[[], Admin]) -> None:
         self._open = open_store
-        self._store: Store | None = None
+        self._store: Admin | None = None
         self.leader = False
         self._cache: tuple[float, list[Any]] | None = None
         self._lock = threading.Lock()

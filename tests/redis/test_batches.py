@@ -46,7 +46,7 @@ def test_the_script_alone_is_all_or_nothing(
     case: str,
 ) -> None:
     """With the Python check switched off, the Lua script still refuses the batch whole."""
-    import tether.stores._redis.store as module
+    import tether.stores._redis.producer as module
 
     if hasattr(module, "limits"):  # (the code before the fix had no check to switch off)
         monkeypatch.setattr(module.limits, "check_jobs", lambda jobs: None)

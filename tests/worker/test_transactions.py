@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 
@@ -12,6 +13,7 @@ import tether
 from tests.servers import PG_DSN, isolated_url
 from tests.worker.helpers import running, status, wait_until
 from tether._errors import ConfigError
+from tether.stores import NewJob
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -108,3 +110,25 @@ def test_transaction_needs_a_transactional_store(tmp_path: object) -> None:
     with pytest.raises(ConfigError, match="transaction"):
         app.enqueue_jobs([tether._task.make_new_job("t", [], {})], conn=object())
     app.close()
+
+
+def test_a_bad_job_inside_the_callers_transaction_is_its_own_error(
+        pg_app: tuple[tether.App, str]) -> None:
+    """A job the store refuses (a payload that is not JSON text) raises the job's TypeError,
+    not "cannot enqueue inside a caller's transaction": the PostgreSQL store can, and says so
+    by its capabilities instead of the App guessing from a TypeError."""
+    app, _ = pg_app
+    bad = NewJob("t", payload=b"{}")  # type: ignore[arg-type]
+    with psycopg.connect(PG_DSN) as conn:
+        with pytest.raises(TypeError, match="payload must be JSON text"):
+            app.enqueue_jobs([bad], conn=conn)
+        conn.rollback()
+
+    async def scenario() -> None:
+        async with await psycopg.AsyncConnection.connect(PG_DSN) as aconn:
+            with pytest.raises(TypeError, match="payload must be JSON text"):
+                await app.aenqueue_jobs([bad], conn=aconn)
+        await app.aclose()
+
+    asyncio.run(scenario())
+    assert app.store.counts() == []

@@ -21,7 +21,7 @@ from tether._cli.render import (
 )
 from tether._errors import ConfigError, JobNotFound
 from tether._task import make_new_job
-from tether.stores._contract import STATUSES, JobFilter, Store
+from tether.stores._contract import STATUSES, Admin, JobFilter
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -45,7 +45,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
-def get_job(store: Store, job_id: int) -> Any:
+def get_job(store: Admin, job_id: int) -> Any:
     job = store.get_job(job_id)
     if job is None:
         raise JobNotFound(job_id)
@@ -124,7 +124,7 @@ def durability_warnings(extra: dict[str, str]) -> list[str]:
     return warnings
 
 
-def snapshot(store: Store, lease_ttl: float) -> dict[str, Any]:
+def snapshot(store: Admin, lease_ttl: float) -> dict[str, Any]:
     """Everything ``tether stats`` shows, as the JSON shape (also what --watch redraws)."""
     counts = store.counts()
     workers = store.list_workers()

@@ -14,7 +14,7 @@ from typing import Any
 
 from tether import _clock as clock
 from tether._cli.render import console, fancy, job_dict, seconds, short, when
-from tether.stores._contract import TERMINAL, JobRecord, Store
+from tether.stores._contract import TERMINAL, JobRecord, Producer
 
 
 def _state(job: JobRecord) -> tuple[Any, ...]:
@@ -22,7 +22,7 @@ def _state(job: JobRecord) -> tuple[Any, ...]:
             job.cancel_requested)
 
 
-def follow(store: Store, job: JobRecord, as_json: bool, interval: float,
+def follow(store: Producer, job: JobRecord, as_json: bool, interval: float,
            timeout: float | None = None) -> int:
     """Print the job, then one line per change, until it is done, failed or cancelled.
     Exit code: 0 done, 1 failed or cancelled."""

@@ -16,7 +16,7 @@ from tether._cli.common import connect
 from tether._cli.render import dump_json, iso, table, when
 from tether._errors import ConfigError
 from tether._periodic import Schedule, tick_of
-from tether.stores._contract import ScheduleState, Store
+from tether.stores._contract import Admin, ScheduleState
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
@@ -48,7 +48,7 @@ def cmd_schedules(args: argparse.Namespace) -> int:
     return 0
 
 
-def describe(store: Store, schedule: Schedule | None, state: ScheduleState | None,
+def describe(store: Admin, schedule: Schedule | None, state: ScheduleState | None,
              now: float, name: str) -> dict[str, Any]:
     """One schedule as a plain dict (times ISO 8601, as every ``--json`` output)."""
     row: dict[str, Any] = {

@@ -24,7 +24,7 @@ import logging
 from tether import _clock as clock
 from tether._errors import StoreGone
 from tether._events import Events
-from tether.stores._contract import Leadership, Store
+from tether.stores._contract import Leadership, Maintenance
 
 log = logging.getLogger("tether.leadership")
 TAG = "settings="
@@ -38,8 +38,8 @@ def split_holder(stored: str) -> tuple[str, str]:
 
 class LeaderElector:
     def __init__(
-        self, store: Store, name: str, holder: str, events: Events, *, ttl: float, retry: float,
-        tag: str = "",
+        self, store: Maintenance, name: str, holder: str, events: Events, *, ttl: float,
+        retry: float, tag: str = "",
     ) -> None:
         self.store = store
         self.name = name

@@ -39,7 +39,7 @@ from tether._maintenance.pruner import Pruner
 from tether._maintenance.reaper import Reaper
 from tether._maintenance.scheduler import Scheduler
 from tether._periodic import Schedule
-from tether.stores._contract import Store
+from tether.stores._contract import Maintenance
 
 log = logging.getLogger("tether.maintainer")
 ELECTION = "maintenance"  # the reaper's (the name predates per-duty elections)
@@ -71,7 +71,7 @@ class Duty:
 class Maintainer:
     def __init__(
         self,
-        store: Store,
+        store: Maintenance,
         holder: str,
         settings: Settings,
         events: Events,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from tether.stores._contract import JobStatus, Store
+from tether.stores._contract import JobStatus, Maintenance
 
 log = logging.getLogger("tether.pruner")
 DEAD_WORKER_RETENTION = 86_400.0
@@ -18,7 +18,7 @@ DEAD_WORKER_RETENTION = 86_400.0
 
 class Pruner:
     def __init__(
-        self, store: Store, retention: dict[JobStatus, float], *, batch: int = 1000,
+        self, store: Maintenance, retention: dict[JobStatus, float], *, batch: int = 1000,
         max_batches: int = 10,
     ) -> None:
         for status in retention:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from tether._events import Events
-from tether.stores._contract import Reaped, Store
+from tether.stores._contract import Maintenance, Reaped
 
 log = logging.getLogger("tether.reaper")
 
@@ -26,7 +26,7 @@ log = logging.getLogger("tether.reaper")
 class Reaper:
     def __init__(
         self,
-        store: Store,
+        store: Maintenance,
         events: Events,
         *,
         stall_grace: float,

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 
 from tether._events import Events
 from tether._periodic import Schedule, fingerprint_of
-from tether.stores._contract import ScheduleState, Store
+from tether.stores._contract import Maintenance, ScheduleState
 
 log = logging.getLogger("tether.scheduler")
 #: ``catch_up="all"`` enqueues at most this many missed ticks of one schedule per round.
@@ -45,7 +45,7 @@ MAX_SLEEP = 30.0
 
 
 class Scheduler:
-    def __init__(self, store: Store, schedules: Sequence[Schedule], events: Events,
+    def __init__(self, store: Maintenance, schedules: Sequence[Schedule], events: Events,
                  holder: str) -> None:
         self.store = store
         self.schedules = list(schedules)

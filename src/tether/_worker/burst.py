@@ -34,7 +34,7 @@ from tether._events import Event, Events
 
 if TYPE_CHECKING:
     from tether._worker.worker import Worker
-    from tether.stores._contract import Store
+    from tether.stores._contract import Admin
 
 #: How often the watcher looks again while the worker is busy or between two jobs.
 POLL = 0.01
@@ -214,7 +214,7 @@ def _watch(worker: Worker, stop: Stopper, result: BurstResult, finished: threadi
         finished.wait(POLL)
 
 
-def tally(store: Store, ran: list[int], queues: Sequence[str]) -> dict[str, int]:
+def tally(store: Admin, ran: list[int], queues: Sequence[str]) -> dict[str, int]:
     """How the jobs a burst ran ended, by status, and (``"left"``) how many pending jobs are
     left in ``queues`` (retries in back-off, delayed jobs, paused queues)."""
     counts: dict[str, int] = {}

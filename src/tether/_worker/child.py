@@ -37,15 +37,13 @@ import signal
 import sys
 import threading
 from collections import deque
-from collections.abc import Coroutine, Iterator
-from contextlib import contextmanager
+from collections.abc import Coroutine
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from tether import _clock as clock
 from tether._context import JobContext, bind, unbind
 from tether._errors import (
-    ConfigError,
     Interrupted,
     JobCancelled,
     LeaseInterrupted,
@@ -57,7 +55,7 @@ from tether._worker.appspec import load_runtime
 from tether._worker.children import rss_mib
 from tether._worker.executor import decide, describe
 from tether._worker.poolconfig import CHILD_ENV
-from tether.stores._contract import Lease, Outcome, Store
+from tether.stores._contract import Capabilities, Lease, Leases, Outcome
 
 if TYPE_CHECKING:
     from tether._runtime import Runtime
@@ -78,6 +76,9 @@ class ParentLink:
     """
 
     kind = "process-pool child"
+    capabilities = Capabilities(why_not=(
+        "current_job().transaction() needs the worker's store connection, which a "
+        "process-pool child does not have: run such tasks on a worker with pool='thread'"))
 
     def __init__(self, loop: ChildLoop) -> None:
         self._loop = loop
@@ -89,13 +90,6 @@ class ParentLink:
 
     def set_progress(self, lease: Lease, progress: str, *, now: float | None = None) -> bool:
         return self._write("progress", lease, progress)
-
-    @contextmanager
-    def transaction(self) -> Iterator[Any]:
-        raise ConfigError(
-            "current_job().transaction() needs the worker's store connection, which a "
-            "process-pool child does not have: run such tasks on a worker with pool='thread'")
-        yield  # pragma: no cover
 
     def _write(self, what: str, lease: Lease, text: str) -> bool:
         loop = self._loop
@@ -236,7 +230,7 @@ class ChildLoop:
     # -- running -----------------------------------------------------------------------------
     def _run(self, header: wire.Header, blobs: list[str | None]) -> None:
         job = wire.job_of(header, blobs)
-        ctx = JobContext(job, cast(Store, self.link), self.runtime.codec)
+        ctx = JobContext(job, cast(Leases, self.link), self.runtime.codec)
         start = [job.id, job.attempt, clock.monotonic()]
         if self.outbox and self.outbox[-1][0]["op"] == "outcome":
             self.outbox[-1][0]["start"] = start  # one header for both: one parse, one lock

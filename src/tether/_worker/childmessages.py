@@ -26,7 +26,7 @@ from tether._worker.pipereader import PipeReader
 from tether._worker.poolconfig import PoolConfig
 from tether._worker.registry import Running
 from tether._worker.sendahead import Ahead
-from tether.stores._contract import JobRecord, Outcome, Store
+from tether.stores._contract import JobRecord, Leases, Outcome
 
 log = logging.getLogger("tether.pool")
 
@@ -50,7 +50,7 @@ class ChildMessages:
     pool's; every change under the fleet's lock)."""
 
     config: PoolConfig
-    store: Store
+    store: Leases
     events: Events
     owner: str
     fleet: Fleet

@@ -30,7 +30,7 @@ from tether import _text as text
 from tether._events import Events
 from tether._worker.health import StoreHealth, classify, one_line
 from tether._worker.registry import Registry, Running
-from tether.stores._contract import Lease, Outcome, Store
+from tether.stores._contract import Lease, Leases, Outcome
 
 log = logging.getLogger("tether.completer")
 
@@ -79,7 +79,7 @@ def unstorable(p: Pending, exc: BaseException) -> Pending:
 class Completer:
     def __init__(
         self,
-        store: Store,
+        store: Leases,
         owner: str,
         registry: Registry,
         events: Events,

@@ -33,7 +33,7 @@ from tether._errors import JobCancelled, LeaseInterrupted
 from tether._events import Events
 from tether._worker.health import StoreHealth, classify, one_line, worth_logging
 from tether._worker.registry import Registry, Running
-from tether.stores._contract import Store
+from tether.stores._contract import Leases
 
 log = logging.getLogger("tether.heartbeat")
 
@@ -41,7 +41,7 @@ log = logging.getLogger("tether.heartbeat")
 class Heartbeater:
     def __init__(
         self,
-        store: Store,
+        store: Leases,
         owner: str,
         registry: Registry,
         events: Events,

@@ -25,7 +25,7 @@ from tether._worker.executor import Executor
 from tether._worker.poolconfig import PoolConfig
 from tether._worker.procpool import ProcessPool
 from tether._worker.registry import Registry, Running
-from tether.stores._contract import Outcome, Store
+from tether.stores._contract import Leases, Outcome
 
 
 class Intake:
@@ -34,7 +34,7 @@ class Intake:
         registry: Registry,
         pool: PoolConfig,
         settle: Callable[[Running, Outcome | None], None],
-        store: Store,
+        store: Leases,
         events: Events,
         completer: Completer,
         *,

@@ -13,14 +13,14 @@ import logging
 from collections.abc import Sequence
 
 from tether import _clock as clock
-from tether.stores._contract import Store
+from tether.stores._contract import Leases
 
 log = logging.getLogger("tether.worker")
 PAUSE_CHECK_EVERY = 2.0
 
 
 class PausedQueues:
-    def __init__(self, store: Store, queues: Sequence[str],
+    def __init__(self, store: Leases, queues: Sequence[str],
                  every: float = PAUSE_CHECK_EVERY) -> None:
         self.store = store
         self.queues = list(queues)

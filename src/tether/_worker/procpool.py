@@ -55,7 +55,7 @@ from tether._worker.pipereader import PipeReader
 from tether._worker.poolconfig import PoolConfig
 from tether._worker.registry import Registry, Running
 from tether._worker.sendahead import Ahead
-from tether.stores._contract import Outcome, Store
+from tether.stores._contract import Leases, Outcome
 
 log = logging.getLogger("tether.pool")
 START_TIMEOUT = 60.0
@@ -75,7 +75,7 @@ class ProcessPool(ChildMessages):
         self,
         registry: Registry,
         settle: Callable[[Running, Outcome | None], None],
-        store: Store,
+        store: Leases,
         events: Events,
         config: PoolConfig,
         *,

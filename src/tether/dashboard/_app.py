@@ -27,7 +27,7 @@ from tether._config import Settings
 from tether._errors import JobNotFound, TetherError
 from tether.dashboard import _data as data
 from tether.dashboard._security import Auth, check_post, csrf_token, set_csrf_cookie
-from tether.stores._contract import STATUSES, JobFilter, JobStatus, Store
+from tether.stores._contract import STATUSES, Admin, JobFilter, JobStatus
 
 PAGE = 50
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
@@ -38,13 +38,13 @@ def _status(text: str | None) -> JobStatus | None:
     return text if text in STATUSES else None
 
 
-def create_app(open_store: Callable[[], Store], *, settings: Settings | None = None,
+def create_app(open_store: Callable[[], Admin], *, settings: Settings | None = None,
                read_only: bool = False, token: str | None = None,
                basic: str | None = None) -> Any:
     """The ASGI app; ``open_store`` is called once at start-up."""
     settings = settings or Settings()
     rates = data.Rates()
-    state: dict[str, Store] = {}
+    state: dict[str, Admin] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -54,7 +54,7 @@ def create_app(open_store: Callable[[], Store], *, settings: Settings | None = N
         finally:
             state.pop("store").close()
 
-    def store() -> Store:
+    def store() -> Admin:
         if "store" not in state:  # a test client without lifespan
             state["store"] = open_store()
         return state["store"]
@@ -129,7 +129,7 @@ def create_app(open_store: Callable[[], Store], *, settings: Settings | None = N
     return Auth(app, token, basic)
 
 
-def run_action(store: Store, what: str, target: str, form: Any) -> str:
+def run_action(store: Admin, what: str, target: str, form: Any) -> str:
     """Do one action; returns the note shown after the redirect."""
     if what == "retry":
         job_id = limits.check_job_id(int(target))

@@ -15,7 +15,7 @@ from typing import Any
 
 from tether import _clock as clock
 from tether._config import Settings
-from tether.stores._contract import STATUSES, JobFilter, JobRecord, Store, WorkerInfo
+from tether.stores._contract import STATUSES, Admin, JobFilter, JobRecord, WorkerInfo
 
 ELECTION = "maintenance"
 SOON = 10.0  # seconds: a lease expiring within this is "about to expire"
@@ -43,7 +43,7 @@ def alive(worker: WorkerInfo, now: float, lease_ttl: float) -> bool:
     return now - worker.last_seen <= lease_ttl
 
 
-def overview(store: Store, settings: Settings, rates: Rates) -> dict[str, Any]:
+def overview(store: Admin, settings: Settings, rates: Rates) -> dict[str, Any]:
     counts = store.counts()
     now = store.now()
     paused = set(store.paused_queues())

@@ -1,8 +1,11 @@
 """The store contract and the store registry: what a storage engine implements, and the URL
 that picks one.
 
-Public: the contract (``Store`` and the records that cross the seam, re-exported from the
-private modules that hold them) for anyone who writes or tests a store, and ``open_store``.
+Public: the contract (``Store``, the role Protocols a caller names instead of all of it:
+``Producer``, ``Leases``, ``Maintenance``, ``Admin``, ``Lifecycle``; the declared
+``Capabilities`` and the ``Transactional`` ability; and the records that cross the seam,
+re-exported from the private modules that hold them) for anyone who writes or tests a store,
+and ``open_store``.
 Tether's own modules import from the private modules directly, so that this package can open
 every store without an import circle.
 
@@ -21,10 +24,14 @@ from urllib.parse import urlsplit
 from tether._errors import ConfigError
 from tether.stores._contract import (
     REAPED_ERROR,
+    ROLES,
     STATUSES,
     TERMINAL,
+    Admin,
     AsyncProducer,
+    Basics,
     CancelResult,
+    Capabilities,
     FailureReason,
     HeartbeatResult,
     JobFilter,
@@ -32,16 +39,23 @@ from tether.stores._contract import (
     JobStatus,
     Leadership,
     Lease,
+    Leases,
+    Lifecycle,
+    Maintenance,
     NewJob,
     Outcome,
     OutcomeKind,
+    Producer,
     QueueCount,
     Reaped,
     RetryResult,
     ScheduleState,
     Store,
     StoreInfo,
+    Transactional,
     WorkerInfo,
+    transactional_enqueue,
+    transactional_finish,
 )
 from tether.stores._urls import redact
 
@@ -85,10 +99,14 @@ def open_store(url: str, **options: Any) -> Store:
 __all__ = [
     "DEFAULT_URL",
     "REAPED_ERROR",
+    "ROLES",
     "STATUSES",
     "TERMINAL",
+    "Admin",
     "AsyncProducer",
+    "Basics",
     "CancelResult",
+    "Capabilities",
     "FailureReason",
     "HeartbeatResult",
     "JobFilter",
@@ -96,15 +114,22 @@ __all__ = [
     "JobStatus",
     "Leadership",
     "Lease",
+    "Leases",
+    "Lifecycle",
+    "Maintenance",
     "NewJob",
     "Outcome",
     "OutcomeKind",
+    "Producer",
     "QueueCount",
     "Reaped",
     "RetryResult",
     "ScheduleState",
     "Store",
     "StoreInfo",
+    "Transactional",
     "WorkerInfo",
     "open_store",
+    "transactional_enqueue",
+    "transactional_finish",
 ]

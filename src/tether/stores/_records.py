@@ -282,3 +282,23 @@ class ScheduleState:
     last_tick: float
     last_job_id: int | None
     updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a store can do beyond the roles every store implements, declared once by the store
+    (its ``capabilities`` attribute) so that a caller checks a flag instead of trying a call
+    and reading the error.
+
+    ``enqueue_in_transaction``: ``enqueue(..., conn=)`` (and its async producer's) writes on
+    the caller's connection inside the caller's transaction, never committing it (the outbox
+    pattern). ``complete_in_transaction``: ``finish(..., conn=)`` and ``transaction()`` do the
+    same for a job's completion. Both are the :class:`tether.stores._contract.Transactional`
+    ability. ``why_not``: what to tell a caller that asks for an ability declared absent,
+    where the store knows better than the caller's plain "the X store cannot" (empty: it does
+    not).
+    """
+
+    enqueue_in_transaction: bool = False
+    complete_in_transaction: bool = False
+    why_not: str = ""

@@ -18,10 +18,10 @@ from contextlib import contextmanager
 from django.db import connections, transaction
 
 from tether._context import current_job
-from tether._errors import LeaseLost
+from tether._errors import ConfigError, LeaseLost
 from tether.contrib.django.holder import get_app, get_config
 from tether.contrib.django.producing import mode
-from tether.stores._contract import Outcome
+from tether.stores._contract import Outcome, transactional_finish
 
 
 @contextmanager
@@ -37,7 +37,10 @@ def atomic_job(using: str | None = None) -> Iterator[bool]:
     with transaction.atomic(using=alias, durable=True):
         yield joined
         if joined:
-            rejected = app.store.finish(  # type: ignore[call-arg]
+            store = transactional_finish(app.store)
+            if store is None:  # "connection" mode is only chosen for the PostgreSQL store
+                raise ConfigError(f"the {app.store.kind} store has no transactional completion")
+            rejected = store.finish(
                 [Outcome(ctx.lease, "done")], conn=connections[alias].connection)
             if rejected:
                 raise LeaseLost(ctx.id, ctx.attempt, "completion in Django's transaction")

@@ -1,5 +1,6 @@
-"""Waiting for results and the async producer of the memory store (issue #12), a mixin of
-:class:`~tether.stores._memory.store.MemoryStore`.
+"""The async producer of the memory store (issue #12): the
+:class:`~tether.stores._contract.AsyncProducer` that ``MemoryProducer.async_producer`` hands
+out (``producer.py``).
 
 Invariant: nothing here blocks an event loop. The producer's calls only touch memory under
 the shared lock (held for in-memory work, never for I/O), and its ``wait_for_finish`` awaits
@@ -13,49 +14,12 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from tether import _clock as clock
 from tether._limits import check_job_id
-from tether.stores._contract import AsyncProducer, CancelResult, JobRecord, NewJob
+from tether.stores._contract import CancelResult, JobRecord, NewJob
 from tether.stores._memory.state import Shared
 
 
-class AsyncMixin:
-    _producer: MemoryProducer | None = None
-    _shared: Shared | None
-
-    def finished_ids(self, job_ids: Sequence[int]) -> bool:
-        raise NotImplementedError  # pragma: no cover - MemoryStore provides it
-
-    def wait_for_finish(self, job_ids: Sequence[int], timeout: float) -> bool:
-        """Block until one of ``job_ids`` is terminal (or gone); True when that happened
-        before ``timeout``. Woken by the change itself (finish, cancel, reap)."""
-        job_ids = [check_job_id(i) for i in job_ids]
-        db = self._shared
-        if db is None:
-            return False
-        deadline = clock.monotonic() + max(0.0, timeout)
-        with db.lock:
-            while self._shared is not None and not self.finished_ids(job_ids):
-                remaining = deadline - clock.monotonic()
-                if remaining <= 0:
-                    return False
-                db.lock.wait(remaining)
-            return self._shared is not None
-
-    def async_producer(self) -> AsyncProducer:
-        if self._shared is None:
-            from tether.stores._memory.state import closed_error
-
-            raise closed_error()
-        if self._producer is None:
-            self._producer = MemoryProducer(self)
-        return self._producer
-
-    def _close_producer(self) -> None:
-        self._producer = None
-
-
-class MemoryProducer:
+class MemoryAsyncProducer:
     """:class:`~tether.stores._contract.AsyncProducer` of a memory store."""
 
     def __init__(self, store: Any) -> None:

@@ -1,5 +1,5 @@
-"""Periodic schedules of the memory store (issue #12), a mixin of
-:class:`~tether.stores._memory.store.MemoryStore`.
+"""Periodic schedules of the memory store (issue #12): ``schedule_tick`` and ``schedules`` of the
+:class:`~tether.stores._contract.Maintenance` role.
 
 Invariant: a tick is recorded and its job enqueued in one step under the shared lock, iff no
 tick at or after it is recorded for the schedule, so "one job per (schedule, tick)" holds
@@ -13,7 +13,9 @@ from tether.stores._memory.state import Shared
 from tether.stores._schedule_args import check_tick
 
 
-class SchedulesMixin:
+class MemorySchedules:
+    """The periodic-schedule part of :class:`MemoryStore`'s Maintenance role."""
+
     @property
     def _db(self) -> Shared:
         raise NotImplementedError  # pragma: no cover - MemoryStore provides it

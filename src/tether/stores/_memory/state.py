@@ -27,11 +27,13 @@ from contextlib import contextmanager
 
 from tether import _clock as clock
 from tether._errors import SchemaError, StoreError
+from tether._limits import check_text
 from tether.stores._contract import JobRecord, Leadership, NewJob, ScheduleState, WorkerInfo
 
 SCHEMA_VERSION = 1
 #: How long a request id protects a call against replays (base contract: 24 h).
 REQUEST_TTL = 86_400.0
+_MAX_REQUEST_ID = 255
 LIVE = frozenset({"pending", "running"})
 
 
@@ -172,3 +174,8 @@ def shared_for(name: str | None) -> Shared:
 
 def closed_error() -> StoreError:
     return StoreError("the memory store is closed")
+
+
+def checked_request_id(value: str | None) -> str | None:
+    """A caller's request id, checked as every store checks it (None: the call has none)."""
+    return None if value is None else check_text(value, "request_id", limit=_MAX_REQUEST_ID)

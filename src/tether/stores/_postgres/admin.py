@@ -1,87 +1,41 @@
-"""Maintenance and inspection for the PostgreSQL store (the statements of ``admin.sql``):
-housekeeping and pruning, leader leases, job listings, worker rows.
+"""The operator's side of the PostgreSQL store (the :class:`~tether.stores._contract.Admin`
+role): listings, search, counts, worker rows, dead-letter retry, purge, pause and resume.
 
-None of these is on a worker's hot path; each is one statement (housekeeping: a bounded
-delete, then a VACUUM only when the statistics say it pays).
+Statements are in ``admin.sql``, ``ops.sql`` and ``queries.sql``, bound to the store's schema
+like every statement of the store (``statements.py``). The ``paused_queues`` table is made by
+the first pause or resume (``CREATE TABLE IF NOT EXISTS``), so no migration is needed and the
+schema's version is untouched; until it exists, no queue is paused. Purge deletes in bounded
+batches so one call never holds a lock on a million rows.
 """
 
 from __future__ import annotations
 
-from typing import cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from tether import _limits as limits
-from tether._errors import ConfigError
 from tether.stores._contract import (
-    TERMINAL,
+    JobFilter,
     JobRecord,
     JobStatus,
-    Leadership,
     QueueCount,
+    RetryResult,
     WorkerInfo,
 )
-from tether.stores._postgres.plumbing import Plumbing, Row
+from tether.stores._opsargs import check_purge, sql_search_params
+from tether.stores._postgres.plumbing import Plumbing, race
 
-#: Request records are kept at least this long (seconds) before housekeeping deletes them.
-REQUEST_TTL = 24 * 3600.0
+PURGE_BATCH = 1000
 
 
-class Admin(Plumbing):
-    """Maintenance and inspection methods of the PostgreSQL store."""
+class PostgresAdmin(Plumbing):
+    """The :class:`~tether.stores._contract.Admin` role of :class:`PostgresStore` (its producer
+    methods are :class:`PostgresProducer`'s)."""
 
-    vacuum_threshold: int
+    _paused_table = False  # set once the table is known to exist (it is never dropped)
 
-    def housekeeping(self) -> str | None:
-        """Delete request records older than REQUEST_TTL, then VACUUM the jobs table when
-        claims have left enough dead row versions (see the protocol's docstring)."""
-        done: list[str] = []
-        with self._connector.connection() as pooled:
-            old = pooled.execute(self.queries["prune_requests"],
-                                 {"keep": REQUEST_TTL, "limit": 10_000}).rowcount
-        if old > 0:
-            done.append(f"deleted {old} request record(s)")
-        row = self._one("dead_tuples", {})
-        dead = int(row[0]) if row else 0
-        if dead >= self.vacuum_threshold:
-            with self._connector.connection() as pooled:
-                pooled.execute(self.queries["vacuum_jobs"])
-            done.append(f"vacuumed jobs ({dead} dead row versions)")
-        return "; ".join(done) or None
-
-    def prune(
-        self, status: JobStatus, older_than: float, *, now: float | None = None, limit: int = 1000
-    ) -> int:
-        if status not in TERMINAL:
-            raise ConfigError(f"prune only deletes finished jobs, not {status!r} ones")
-        if limit <= 0:
-            return 0
-        params = {"status": status, "older_than": older_than, "now": now, "limit": limit}
-        with self._connector.connection() as conn:
-            return conn.execute(self.queries["prune"], params).rowcount
-
-    def leader_acquire(
-        self, name: str, holder: str, ttl: float, *, now: float | None = None
-    ) -> Leadership | None:
-        row = self._one("leader_acquire", {"name": name, "holder": holder, "ttl": ttl, "now": now})
-        return _leadership(row)
-
-    def leader_renew(
-        self, name: str, holder: str, term: int, ttl: float, *, now: float | None = None
-    ) -> Leadership | None:
-        params = {"name": name, "holder": holder, "term": term, "ttl": ttl, "now": now}
-        return _leadership(self._one("leader_renew", params))
-
-    def leader_release(self, name: str, holder: str, term: int) -> bool:
-        row = self._one("leader_release", {"name": name, "holder": holder, "term": term})
-        return row is not None
-
-    def leader_get(self, name: str) -> Leadership | None:
-        """The current holder of ``name`` (expired or not); None when nobody holds it."""
-        return _leadership(self._one("leader_get", {"name": name}))
-
-    # -- inspection ----------------------------------------------------------------------------
-    def get_job(self, job_id: int) -> JobRecord | None:
-        row = self._one("get_job", {"id": limits.check_job_id(job_id)})
-        return None if row is None else JobRecord(*row)
+    if TYPE_CHECKING:
+        def notify(self, queues: Sequence[str]) -> None: ...  # PostgresLeases'
 
     def list_jobs(
         self,
@@ -95,22 +49,15 @@ class Admin(Plumbing):
         params = {"status": status, "queue": queue, "after_id": after_id, "limit": limit}
         return [JobRecord(*row) for row in self._rows("list_jobs", params)]
 
+    def search_jobs(
+        self, filter: JobFilter, *, cursor: int | None = None, limit: int = 100
+    ) -> list[JobRecord]:
+        params = sql_search_params(filter, cursor, limit)
+        name = "search_jobs_desc" if filter.newest_first else "search_jobs_asc"
+        return [JobRecord(*row) for row in self._rows(name, params)]
+
     def counts(self) -> list[QueueCount]:
         return [QueueCount(q, cast(JobStatus, s), int(n)) for q, s, n in self._rows("counts", {})]
-
-    def register_worker(self, worker: WorkerInfo, *, now: float | None = None) -> None:
-        params = {
-            "id": worker.id,
-            "host": worker.host,
-            "pid": worker.pid,
-            "queues": list(worker.queues),
-            "concurrency": worker.concurrency,
-            "now": now,
-        }
-        self._rows("register_worker", params)
-
-    def unregister_worker(self, worker_id: str) -> None:
-        self._rows("unregister_worker", {"id": worker_id})
 
     def list_workers(self) -> list[WorkerInfo]:
         return [
@@ -118,12 +65,57 @@ class Admin(Plumbing):
             for i, h, p, q, c, s, seen in self._rows("list_workers", {})
         ]
 
+    def retry_failed(
+        self, job_ids: Sequence[int] | None, *, now: float | None = None
+    ) -> RetryResult:
+        params: dict[str, Any] = {"now": now, "channel": self.channel}
+        if job_ids is None:
+            name = "retry_failed_all"
+        else:
+            ids = [limits.check_job_id(job_id) for job_id in job_ids]
+            if not ids:
+                return RetryResult(0)
+            name, params["ids"] = "retry_failed_ids", ids
+        [(retried, conflicts, _)] = self._retrying(name, params, None, race)
+        return RetryResult(int(retried), tuple(int(i) for i in conflicts))
 
-def _leadership(row: Row | None) -> Leadership | None:
-    if row is None:
-        return None
-    name, holder, term, expires_at = row
-    return Leadership(str(name), str(holder), int(term), float(expires_at))
+    def _ensure_paused_table(self) -> None:
+        if not self._paused_table:
+            with self._connector.connection() as pooled:
+                pooled.execute(self.queries["create_paused_queues"])
+            self._paused_table = True
+
+    def purge(self, queue: str, statuses: Sequence[JobStatus]) -> int:
+        chosen = check_purge(queue, statuses)
+        if not chosen:
+            return 0
+        total = 0
+        while True:
+            n = len(self._rows("purge", {"queue": queue, "statuses": chosen,
+                                        "limit": PURGE_BATCH}))
+            total += n
+            if n < PURGE_BATCH:
+                return total
+
+    def pause_queue(self, queue: str) -> bool:
+        limits.check_text(queue, "queue", limit=limits.MAX_NAME)
+        self._ensure_paused_table()
+        return bool(self._rows("pause_queue", {"queue": queue}))
+
+    def resume_queue(self, queue: str) -> bool:
+        limits.check_text(queue, "queue", limit=limits.MAX_NAME)
+        self._ensure_paused_table()
+        resumed = bool(self._rows("resume_queue", {"queue": queue}))
+        if resumed:
+            self.notify([queue])
+        return resumed
+
+    def paused_queues(self) -> list[str]:
+        if not self._paused_table:
+            if not self._rows("has_paused_queues", {})[0][0]:
+                return []
+            self._paused_table = True
+        return [str(row[0]) for row in self._rows("paused_queues", {})]
 
 
-__all__ = ["REQUEST_TTL", "Admin"]
+__all__ = ["PURGE_BATCH", "PostgresAdmin"]

@@ -1,15 +1,8 @@
-"""Waiting for results and the async producer of the PostgreSQL store (issue #12), a mixin
-of PostgresStore.
+"""The async producer of the PostgreSQL store (issue #12): the
+:class:`~tether.stores._contract.AsyncProducer` that ``PostgresProducer.async_producer`` hands
+out (``producer.py``).
 
-``wait_for_finish`` rides the store's one listening connection (:mod:`listen`): finish, cancel
-and reap NOTIFY ``<schema>_done`` with the ids they ended, in the same statement (delivered at
-commit; finish only while some process's listener holds the done key, see queries.sql).
-The waiter registers first and reads its jobs' status second (again once the listener is
-ready, the first time), so no finish falls between the two; after that it sleeps until a
-notification names one of its ids (or says "any", or the listening connection came back from
-an outage), never polling the table.
-
-The async producer speaks psycopg's ``AsyncConnection`` (one small pool per event loop, see
+It speaks psycopg's ``AsyncConnection`` (one small pool per event loop, see
 :mod:`apool`), runs the same named statements as the sync store (same SQL, same request-id
 replay record, same race retries) and maps driver errors through the same
 :func:`driver_errors.mapped`. Waiting goes through the same listener: its thread hands the
@@ -21,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import psycopg
 
@@ -30,7 +23,7 @@ from tether import _limits as limits
 from tether._errors import JobNotFound, StoreError, StoreUnavailable
 from tether.stores._aio import until_ready
 from tether.stores._contract import CancelResult, JobRecord, NewJob
-from tether.stores._per_loop import PerLoop, ProducerCache, threadsafe_wake
+from tether.stores._per_loop import PerLoop, threadsafe_wake
 from tether.stores._postgres.apool import AConn, AsyncPool
 from tether.stores._postgres.connection import Connector
 from tether.stores._postgres.driver_errors import mapped
@@ -40,59 +33,13 @@ from tether.stores._postgres.plumbing import RACE_RETRIES, Row, race
 
 #: While the listener is not ready (not listening to the done channel with the done key held),
 #: a waiter reads its jobs this often instead of trusting notifications.
-_NOT_READY_POLL = 1.0
+NOT_READY_POLL = 1.0
 #: Connections per event loop, and how long a call waits for a free one.
 ASYNC_POOL_SIZE = 4
 #: Longest an async waiter waits for the listener's first connection attempt (its connect
 #: timeout, plus margin; ``Listener.start`` waits as long).
 _FIRST_ATTEMPT_WAIT = 4.0
 ASYNC_POOL_TIMEOUT = 10.0
-
-
-class AsyncMixin(ProducerCache):
-    _connector: Connector
-    _listener: Listener
-    queries: dict[str, str]
-    channel: str
-    done_channel: str
-
-    if TYPE_CHECKING:  # Plumbing's, later in the store's MRO: never shadow it at run time
-        def _one(self, name: str, params: dict[str, Any]) -> Row | None: ...
-
-    def wait_for_finish(self, job_ids: Sequence[int], timeout: float) -> bool:
-        """True once one of ``job_ids`` is terminal or gone (at once if it already is),
-        False after ``timeout``. Raises StoreUnavailable only from the status read."""
-        ids = [limits.check_job_id(i) for i in job_ids]
-        deadline = clock.monotonic() + max(0.0, timeout)
-        self._listener.start()
-        waiter = self._listener.add_finish_waiter(ids)
-        try:
-            if self._finished_any(ids):
-                return True
-            if not self._listener.done_ready():
-                self._one("notify", {"channel": self.channel, "queues": [""]})  # the poke
-            # Until the listener is ready a finish may skip its NOTIFY: read again each second
-            # (degraded: a listener that cannot get the done key, or is reconnecting).
-            while not self._listener.done_ready():
-                step = min(_NOT_READY_POLL, deadline - clock.monotonic())
-                if step <= 0:
-                    return False
-                ready = self._listener.wait_done_ready(step)
-                if waiter.hit or self._finished_any(ids):
-                    return True
-                if ready:
-                    break
-            return self._listener.wait_finish(waiter, deadline - clock.monotonic())
-        finally:
-            self._listener.remove_finish_waiter(waiter)
-
-    def _finished_any(self, ids: list[int]) -> bool:
-        row = self._one("finished_any", {"ids": ids})
-        return row is not None and bool(row[0])
-
-    def _new_producer(self) -> PostgresAsyncProducer:
-        return PostgresAsyncProducer(self._connector, self._listener, self.queries,
-                                     self.channel)
 
 
 class PostgresAsyncProducer:
@@ -190,7 +137,7 @@ class PostgresAsyncProducer:
             if not self._listener.done_ready():
                 await self._rows("notify", {"channel": self._channel, "queues": [""]})
             while not self._listener.done_ready():  # as in the sync wait_for_finish
-                step = min(_NOT_READY_POLL, deadline - clock.monotonic())
+                step = min(NOT_READY_POLL, deadline - clock.monotonic())
                 if step <= 0:
                     return False
                 ready = await until_ready(self._listener.done_ready, step)
@@ -225,4 +172,4 @@ class PostgresAsyncProducer:
             pool.drop()
 
 
-__all__ = ["AsyncMixin", "PostgresAsyncProducer"]
+__all__ = ["NOT_READY_POLL", "PostgresAsyncProducer"]

@@ -1,4 +1,5 @@
-"""Periodic schedules of the PostgreSQL store (issue #12), a mixin of PostgresStore.
+"""Periodic schedules of the PostgreSQL store (issue #12): ``schedule_tick`` and ``schedules``
+of the :class:`~tether.stores._contract.Maintenance` role.
 
 Invariant: **a tick and its job commit together, once.** ``schedule_tick`` runs, in one
 transaction on one pool connection, the conditional upsert ``schedule_claim`` (``schedules.sql``),
@@ -17,8 +18,7 @@ import psycopg
 
 from tether._errors import StoreError, StoreUnavailable
 from tether.stores._contract import NewJob, ScheduleState
-from tether.stores._postgres.connection import Connector
-from tether.stores._postgres.plumbing import RACE_RETRIES, race
+from tether.stores._postgres.plumbing import RACE_RETRIES, Plumbing, race
 from tether.stores._schedule_args import check_tick
 
 
@@ -35,10 +35,8 @@ def _enqueue_params(job: NewJob, channel: str, now: float | None) -> dict[str, A
     }
 
 
-class SchedulesMixin:
-    _connector: Connector
-    queries: dict[str, str]
-    channel: str
+class PostgresSchedules(Plumbing):
+    """The periodic-schedule part of :class:`PostgresStore`'s Maintenance role."""
 
     def schedule_tick(
         self, name: str, tick: float, job: NewJob | None, *, now: float | None = None

@@ -1,4 +1,5 @@
-"""Versioned schema migrations for the PostgreSQL store.
+"""Versioned schema migrations for the PostgreSQL store, and its
+:class:`~tether.stores._contract.Lifecycle` role (:class:`PostgresSchema`).
 
 Migrations are the ``NNNN_name.sql`` files of the ``migrations`` package, applied in order,
 each recorded in ``schema_version``. :func:`migrate` runs in ONE transaction that first takes
@@ -17,7 +18,10 @@ from psycopg import sql
 
 from tether._errors import SchemaError
 from tether.stores import _queries as named
+from tether.stores._contract import StoreInfo
 from tether.stores._postgres.connection import Conn
+from tether.stores._postgres.plumbing import Plumbing
+from tether.stores._urls import redact
 
 MIGRATIONS_PACKAGE = "tether.stores._postgres.migrations"
 _FILE = re.compile(r"^(\d{4})_[A-Za-z0-9_]+\.sql$")
@@ -98,4 +102,38 @@ def _version(conn: Conn, queries: dict[str, str]) -> int:
     return int(row[0]) if row is not None else 0
 
 
-__all__ = ["check", "current", "latest_version", "migrate", "migrations"]
+class PostgresSchema(Plumbing):
+    """The :class:`~tether.stores._contract.Lifecycle` role of :class:`PostgresStore`:
+    migrate, check_schema, and info (the functions above do the work)."""
+
+    kind: str
+
+    def migrate(self) -> int:
+        with self._connector.connection() as conn:
+            return migrate(conn, self.schema, self.queries)
+
+    def check_schema(self) -> None:
+        with self._connector.connection() as conn:
+            check(conn, self.schema, self.queries)
+
+    def info(self) -> StoreInfo:
+        with self._connector.connection() as conn:
+            version = current(conn, self.queries)
+            server = conn.info.server_version
+        stats = self._connector.pool.stats()
+        return StoreInfo(
+            kind=self.kind,
+            url=redact(self.url),
+            schema_version=version,
+            extra={
+                "schema": self.schema,
+                "server_version": f"{server // 10000}.{server % 10000}",
+                "pool_size": str(stats["pool_size"]),
+                "pool_max": str(stats["pool_max"]),
+                "channel": self.channel,
+                "application_name": self.application_name,
+            },
+        )
+
+
+__all__ = ["PostgresSchema", "check", "current", "latest_version", "migrate", "migrations"]

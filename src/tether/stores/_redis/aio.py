@@ -1,23 +1,16 @@
-"""Waiting for results and the async producer of the Redis store (issue #12), a mixin of
-RedisStore.
+"""The async producer of the Redis store (issue #12): the
+:class:`~tether.stores._contract.AsyncProducer` that ``RedisProducer.async_producer`` hands out
+(``producer.py``).
 
-``wait_for_finish`` rides the store's one pub/sub subscription (:mod:`_waker`): finish.lua,
-cancel.lua and reap.lua publish the ids they ended on ``P:done`` at the end of the script (one
-message per script). The waiter registers first and reads its jobs' status second (pub/sub
-keeps nothing for late subscribers), then sleeps until a message names one of its ids or the
-subscription was lost and came back.
-
-The async producer is ``redis.asyncio`` (one client per event loop: its connections belong to
-the loop) running the very same Lua scripts with the same arguments, so the request-id replay
-record and every check are the sync store's; redis-py errors go through the same
-:func:`_conn.io`. Its waits use the same subscription: the listener's thread hands wake-ups to
-the loop with ``call_soon_threadsafe``.
-"""
+It is ``redis.asyncio`` (one client per event loop: its connections belong to the loop)
+running the very same Lua scripts with the same arguments, so the request-id replay record and
+every check are the sync store's; redis-py errors go through the same :func:`connection.io`.
+Its waits use the store's one subscription (:mod:`waker`): the listener's thread hands
+wake-ups to the loop with ``call_soon_threadsafe``."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -31,7 +24,7 @@ from tether import _limits as limits
 from tether._errors import ConfigError, JobNotFound
 from tether.stores._aio import until_ready
 from tether.stores._contract import CancelResult, JobRecord, NewJob
-from tether.stores._per_loop import PerLoop, ProducerCache, threadsafe_wake
+from tether.stores._per_loop import PerLoop, threadsafe_wake
 from tether.stores._redis import rows as codec
 from tether.stores._redis.calls import CANCEL, request, script_text
 from tether.stores._redis.connection import io, one_line
@@ -48,52 +41,12 @@ def _raise_if_cancelled() -> None:
 
 
 #: How long a sync waiter waits for the subscription before reading (the server may be down).
-_SUBSCRIBE_WAIT = 3.0
+SUBSCRIBE_WAIT = 3.0
 _SCRIPTS = ("enqueue", "cancel")
 
 
-class AsyncMixin(ProducerCache):
-    prefix: str
-    _client: Any
-    _client_url: str
-    _options: dict[str, Any]
-    _waker: Waker
-
-    def _finished_any(self, ids: Sequence[int]) -> bool:
-        with io():
-            pipe = self._client.pipeline(transaction=False)
-            for job_id in ids:
-                pipe.hget(f"{self.prefix}:job:{job_id}", "status")
-            statuses = pipe.execute()
-        return any(s is None or s in ("done", "failed", "cancelled") for s in statuses)
-
-    def wait_for_finish(self, job_ids: Sequence[int], timeout: float) -> bool:
-        """True once one of ``job_ids`` is terminal or gone (at once if it already is),
-        False after ``timeout``. Raises StoreUnavailable only from the status read."""
-        ids = [limits.check_job_id(i) for i in job_ids]
-        deadline = clock.monotonic() + max(0.0, timeout)
-        self._waker.subscribe_wait(min(_SUBSCRIBE_WAIT, max(0.0, timeout)))
-        event = threading.Event()
-        key = self._waker.add_finish_waiter(ids, event.set)
-        try:
-            if self._finished_any(ids):
-                return True
-            if not self._waker.done_ready():
-                with io():
-                    self._client.publish(f"{self.prefix}:wake", "")  # the poke
-                ready = min(_SUBSCRIBE_WAIT, deadline - clock.monotonic())
-                if self._waker.wait_done_ready(ready) and self._finished_any(ids):
-                    return True
-            return event.wait(max(0.0, deadline - clock.monotonic()))
-        finally:
-            self._waker.remove_finish_waiter(key)
-
-    def _new_producer(self) -> RedisAsyncProducer:
-        return RedisAsyncProducer(self.prefix, self._client_url, self._options, self._waker)
-
-
 def aconnect(url: str, options: dict[str, Any]) -> redis.asyncio.Redis:
-    """A ``redis.asyncio`` client with the sync client's settings (see ``_conn.connect``):
+    """A ``redis.asyncio`` client with the sync client's settings (see ``connection.connect``):
     one quick retry on a connection error, which may replay a script; every script is
     replay-safe."""
     settings: dict[str, Any] = {
@@ -184,7 +137,7 @@ class RedisAsyncProducer:
         ids = [limits.check_job_id(i) for i in job_ids]
         if not self._waker.ready():  # the subscription's first connection: off the loop
             self._waker.subscribe_wait(0.0)  # starts its thread; waiting is ours, on the loop
-            await until_ready(self._waker.ready, min(_SUBSCRIBE_WAIT, max(0.0, timeout)))
+            await until_ready(self._waker.ready, min(SUBSCRIBE_WAIT, max(0.0, timeout)))
         woken, wake = threadsafe_wake()
         deadline = clock.monotonic() + max(0.0, timeout)
         key = self._waker.add_finish_waiter(ids, wake)
@@ -197,7 +150,7 @@ class RedisAsyncProducer:
                 with io():
                     await client.publish(f"{self._prefix}:wake", "")  # the poke
                 _raise_if_cancelled()
-                ready = min(_SUBSCRIBE_WAIT, deadline - clock.monotonic())
+                ready = min(SUBSCRIBE_WAIT, deadline - clock.monotonic())
                 listening = await until_ready(self._waker.done_ready, ready)
                 if listening and await self._finished_any(ids):
                     return True
@@ -247,4 +200,4 @@ class RedisAsyncProducer:
                     pass
 
 
-__all__ = ["AsyncMixin", "RedisAsyncProducer", "aconnect"]
+__all__ = ["SUBSCRIBE_WAIT", "RedisAsyncProducer", "aconnect"]

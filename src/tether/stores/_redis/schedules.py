@@ -1,4 +1,5 @@
-"""Periodic schedules of the Redis store (issue #12), a mixin of RedisStore.
+"""Periodic schedules of the Redis store (issue #12): ``schedule_tick`` and ``schedules`` of the
+:class:`~tether.stores._contract.Maintenance` role.
 
 Invariant: **a tick and its job are one script.** ``schedule_tick.lua`` compares the tick with
 the recorded one, records it and enqueues the job (with ``enqueue``'s own Lua, ``_lib.lua``) in
@@ -20,12 +21,14 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-class SchedulesMixin:
+class RedisSchedules:
+    """The periodic-schedule part of :class:`RedisStore`'s Maintenance role."""
+
     prefix: str
     _client: Any
 
     if TYPE_CHECKING:
-        def _ops(self, name: str, *args: str) -> Any: ...  # OpsMixin's: runs a script
+        def _ops(self, name: str, *args: str) -> Any: ...  # RedisStore's: runs a script
 
     def schedule_tick(
         self, name: str, tick: float, job: NewJob | None, *, now: float | None = None

@@ -1,110 +1,44 @@
-"""Maintenance, leadership and inspection methods of the SQLite store (a mixin of SQLiteStore).
+"""The operator's side of the SQLite store (the :class:`~tether.stores._contract.Admin` role):
+listings, search, counts, worker rows, dead-letter retry, purge, pause and resume.
 
-Same rules as ``store.py``: every write in ``BEGIN IMMEDIATE``, all SQL in ``queries.sql``,
-``now=None`` means SQLite's clock.
+Same rules as every write of the store: ``BEGIN IMMEDIATE``, SQL in ``queries.sql`` and
+``ops.sql``, ``now=None`` means SQLite's clock. The ``paused_queues`` table is made by the
+first pause (in the same write) rather than by a schema version, so the schema's version and
+its upgrade steps are untouched; until then, reads see no paused queue.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
+from tether import _limits as limits
 from tether._limits import check_job_id, check_page
 from tether.stores._contract import (
-    TERMINAL,
+    JobFilter,
     JobRecord,
     JobStatus,
-    Leadership,
     QueueCount,
+    RetryResult,
     WorkerInfo,
 )
+from tether.stores._opsargs import check_purge, sql_search_params
 from tether.stores._sqlite.connection import Connections, guarded
-from tether.stores._sqlite.rows import Q, job_from_row, store_now
+from tether.stores._sqlite.rows import OPS, Q, job_from_row, store_now
 
-#: How long a request id protects a call against replays (base contract: 24 h).
-REQUEST_TTL = 86_400.0
-_PRUNE_BATCH = 10_000
+PURGE_BATCH = 1000
 
 
-class AdminMixin:
-    """Everything off the lease hot path: prune, leader leases, workers, inspection."""
+class SQLiteAdmin:
+    """The :class:`~tether.stores._contract.Admin` role of :class:`SQLiteStore` (its producer
+    methods are :class:`SQLiteProducer`'s)."""
 
     _db: Connections
 
-    @guarded
-    def housekeeping(self) -> str | None:
-        """Delete request records (replay protection of enqueue/claim) older than 24 h.
-
-        Indexes need nothing: SQLite deletes index entries in place (no MVCC versions), so
-        claims never walk past old ones. The maintainer calls this every few seconds, so the
-        write lock is taken only when a plain read (one index probe) finds records due."""
-        conn = self._db.get()
-        t = store_now(conn, None)
-        cutoff = t - REQUEST_TTL
-        oldest = conn.execute(Q["requests_oldest"]).fetchone()[0]
-        if oldest is None or oldest >= cutoff:
-            return None
-        with self._db.write() as conn:
-            deleted: int = conn.execute(
-                Q["requests_prune"], {"cutoff": cutoff, "limit": _PRUNE_BATCH}
-            ).rowcount
-        return f"deleted {deleted} request records older than 24 h" if deleted else None
-
-    @guarded
-    def prune(
-        self, status: JobStatus, older_than: float, *, now: float | None = None, limit: int = 1000
-    ) -> int:
-        if status not in TERMINAL:
-            raise ValueError(f"prune only deletes terminal jobs, not {status!r}")
-        if limit <= 0:
-            return 0
-        with self._db.write() as conn:
-            t = store_now(conn, now)
-            deleted: int = conn.execute(
-                Q["prune"], {"status": status, "cutoff": t - older_than, "limit": limit}
-            ).rowcount
-        return deleted
-
-    @guarded
-    def leader_acquire(
-        self, name: str, holder: str, ttl: float, *, now: float | None = None
-    ) -> Leadership | None:
-        with self._db.write() as conn:
-            t = store_now(conn, now)
-            row = conn.execute(
-                Q["leader_acquire"], {"name": name, "holder": holder, "ttl": ttl, "now": t}
-            ).fetchone()
-        return None if row is None else Leadership(*row)
-
-    @guarded
-    def leader_renew(
-        self, name: str, holder: str, term: int, ttl: float, *, now: float | None = None
-    ) -> Leadership | None:
-        with self._db.write() as conn:
-            t = store_now(conn, now)
-            row = conn.execute(
-                Q["leader_renew"],
-                {"name": name, "holder": holder, "term": term, "ttl": ttl, "now": t},
-            ).fetchone()
-        return None if row is None else Leadership(*row)
-
-    @guarded
-    def leader_release(self, name: str, holder: str, term: int) -> bool:
-        with self._db.write() as conn:
-            changed: int = conn.execute(
-                Q["leader_release"], {"name": name, "holder": holder, "term": term}
-            ).rowcount
-        return changed == 1
-
-    @guarded
-    def leader_get(self, name: str) -> Leadership | None:
-        row = self._db.get().execute(Q["leader_get"], {"name": name}).fetchone()
-        return None if row is None else Leadership(*row)
-
-    # -- inspection --------------------------------------------------------------------------
-    @guarded
-    def get_job(self, job_id: int) -> JobRecord | None:
-        row = self._db.get().execute(Q["get_job"], {"id": check_job_id(job_id)}).fetchone()
-        return None if row is None else job_from_row(row)
+    if TYPE_CHECKING:
+        def notify(self, queues: Sequence[str]) -> None: ...  # SQLiteLeases'
 
     @guarded
     def list_jobs(
@@ -124,27 +58,16 @@ class AdminMixin:
         return [job_from_row(row) for row in self._db.get().execute(Q["list_jobs"], params)]
 
     @guarded
+    def search_jobs(
+        self, filter: JobFilter, *, cursor: int | None = None, limit: int = 100
+    ) -> list[JobRecord]:
+        params = sql_search_params(filter, cursor, limit)
+        sql = OPS["search_jobs_desc" if filter.newest_first else "search_jobs_asc"]
+        return [job_from_row(row) for row in self._db.get().execute(sql, params)]
+
+    @guarded
     def counts(self) -> list[QueueCount]:
         return [QueueCount(*row) for row in self._db.get().execute(Q["counts"])]
-
-    @guarded
-    def register_worker(self, worker: WorkerInfo, *, now: float | None = None) -> None:
-        params = {
-            "id": worker.id,
-            "host": worker.host,
-            "pid": worker.pid,
-            "queues": json.dumps(list(worker.queues)),
-            "concurrency": worker.concurrency,
-            "now": now,
-        }
-        with self._db.write() as conn:
-            params["now"] = store_now(conn, now)
-            conn.execute(Q["register_worker"], params)
-
-    @guarded
-    def unregister_worker(self, worker_id: str) -> None:
-        with self._db.write() as conn:
-            conn.execute(Q["unregister_worker"], {"id": worker_id})
 
     @guarded
     def list_workers(self) -> list[WorkerInfo]:
@@ -152,3 +75,57 @@ class AdminMixin:
             WorkerInfo(row[0], row[1], row[2], tuple(json.loads(row[3])), row[4], row[5], row[6])
             for row in self._db.get().execute(Q["list_workers"])
         ]
+
+    @guarded
+    def retry_failed(
+        self, job_ids: Sequence[int] | None, *, now: float | None = None
+    ) -> RetryResult:
+        ids = None if job_ids is None else json.dumps([check_job_id(i) for i in job_ids])
+        if ids == "[]":
+            return RetryResult(0)
+        params: dict[str, Any] = {"ids": ids, "now": now}
+        with self._db.write() as conn:
+            params["now"] = store_now(conn, now)
+            moved: int = conn.execute(Q["retry_failed"], params).rowcount
+            conflicts = conn.execute(Q["retry_conflicts"], params).fetchall()
+        if moved:
+            self.notify(())
+        return RetryResult(moved, tuple(row[0] for row in conflicts))
+
+    @guarded
+    def purge(self, queue: str, statuses: Sequence[JobStatus]) -> int:
+        chosen = check_purge(queue, statuses)
+        if not chosen:
+            return 0
+        total = 0
+        while True:
+            with self._db.write() as conn:
+                n = conn.execute(OPS["purge"], {"queue": queue, "statuses": json.dumps(chosen),
+                                                "limit": PURGE_BATCH}).rowcount
+            total += n
+            if n < PURGE_BATCH:
+                return total
+
+    @guarded
+    def pause_queue(self, queue: str) -> bool:
+        limits.check_text(queue, "queue", limit=limits.MAX_NAME)
+        with self._db.write() as conn:
+            conn.execute(OPS["create_paused_queues"])
+            t = store_now(conn, None)
+            return conn.execute(OPS["pause_queue"], {"queue": queue, "now": t}).rowcount > 0
+
+    @guarded
+    def resume_queue(self, queue: str) -> bool:
+        limits.check_text(queue, "queue", limit=limits.MAX_NAME)
+        with self._db.write() as conn:
+            conn.execute(OPS["create_paused_queues"])
+            return conn.execute(OPS["resume_queue"], {"queue": queue}).rowcount > 0
+
+    @guarded
+    def paused_queues(self) -> list[str]:
+        try:
+            return [row[0] for row in self._db.get().execute(OPS["paused_queues"])]
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []
+            raise

@@ -1,4 +1,4 @@
--- Named queries of the SQLite store for waiting on results (issue #12). Loaded by _aio.py.
+-- Named queries of the SQLite store for waiting on results (issue #12). Loaded by producer.py.
 
 -- name: finished_any
 -- Whether a waiter may stop waiting: one of its ids is terminal, or gone (pruned, purged, or

@@ -1,4 +1,5 @@
-"""Shared pieces of the SQLite store: its named queries, the store clock, row conversion."""
+"""Shared pieces of the SQLite store: its named queries, the store clock, row conversion, the
+request-id check."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from tether._limits import check_json_text
+from tether._limits import check_json_text, check_text
 from tether._text import clean_optional
 from tether.stores import _queries as queries
 from tether.stores._contract import JobRecord, Lease, Outcome
@@ -15,6 +16,8 @@ from tether.stores._records import job_of
 
 SCHEMA_VERSION = 3
 Q = queries.load("tether.stores._sqlite", "queries.sql")
+#: The operations' statements (issue #11): search, purge, pause, dead workers, the leader.
+OPS = queries.load("tether.stores._sqlite", "ops.sql")
 #: The schema steps by version: version 1 is schema.sql, every later one schema_vN.sql.
 SCHEMA_STEPS: dict[int, dict[str, str]] = {
     version: queries.load(
@@ -31,6 +34,13 @@ _DEFAULT_REASON = {
     "cancelled": "cancelled",
     "done": "done",
 }
+
+_MAX_REQUEST_ID = 255
+
+
+def checked_request_id(value: str | None) -> str | None:
+    """A caller's request id, checked as every store checks it (None: the call has none)."""
+    return None if value is None else check_text(value, "request_id", limit=_MAX_REQUEST_ID)
 
 
 def store_now(conn: sqlite3.Connection, now: float | None) -> float:

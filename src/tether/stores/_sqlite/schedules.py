@@ -1,4 +1,5 @@
-"""Periodic schedules of the SQLite store (issue #12), a mixin of SQLiteStore.
+"""Periodic schedules of the SQLite store (issue #12): ``schedule_tick`` and ``schedules`` of the
+:class:`~tether.stores._contract.Maintenance` role.
 
 Invariant: **a tick and its job commit together, once.** ``schedule_tick`` runs the conditional
 upsert of ``schedules.sql`` and the job's insert (through ``enqueue``'s own statements, so its
@@ -21,7 +22,9 @@ from tether.stores._sqlite.rows import Q, store_now
 S = queries.load("tether.stores._sqlite", "schedules.sql")
 
 
-class SchedulesMixin:
+class SQLiteSchedules:
+    """The periodic-schedule part of :class:`SQLiteStore`'s Maintenance role."""
+
     _db: Connections
 
     if TYPE_CHECKING:

@@ -1,4 +1,4 @@
--- Named queries of the SQLite store's periodic schedules (issue #12), run by _schedules.py
+-- Named queries of the SQLite store's periodic schedules (issue #12), run by schedules.py
 -- inside one BEGIN IMMEDIATE transaction: the write lock serialises every caller, so the
 -- conditional upsert below sees the latest committed tick.
 

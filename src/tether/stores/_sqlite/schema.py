@@ -1,4 +1,5 @@
-"""Schema of the SQLite store: create, upgrade and check it (a mixin of SQLiteStore).
+"""Schema of the SQLite store: create, upgrade and check it (the
+:class:`~tether.stores._contract.Lifecycle` role, with ``info``).
 
 Versions: 1 is ``schema.sql``; every later version N is ``schema_vN.sql``, a list of upgrade
 steps. ``migrate`` reads the file's version under the write lock and applies the missing steps
@@ -19,8 +20,9 @@ _TABLES = frozenset({"jobs", "workers", "leaders", "schema_version", "requests",
                      "schedules"})
 
 
-class SchemaMixin:
-    """migrate, check_schema and info."""
+class SQLiteSchema:
+    """The :class:`~tether.stores._contract.Lifecycle` role of :class:`SQLiteStore`: migrate,
+    check_schema, and info."""
 
     _db: Connections
     kind: str

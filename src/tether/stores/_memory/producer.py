@@ -1,0 +1,107 @@
+"""The producer side of the memory store (the :class:`~tether.stores._contract.Producer` role):
+enqueue, cancel, read a job, wait for results, and the async producer (``aio.py``).
+
+Waiters are woken by the change itself (finish, cancel, reap bump the shared generation under
+the lock), never by a poll. An ``enqueue`` with a request id is answered from a record kept
+24 h when repeated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from tether import _clock as clock
+from tether._errors import JobNotFound
+from tether._limits import check_job_id, check_jobs
+from tether.stores._contract import TERMINAL, AsyncProducer, CancelResult, JobRecord, NewJob
+from tether.stores._memory.aio import MemoryAsyncProducer
+from tether.stores._memory.state import REQUEST_TTL, Shared, checked_request_id
+
+
+class MemoryProducer:
+    """The :class:`~tether.stores._contract.Producer` role of :class:`MemoryStore`."""
+
+    _shared: Shared | None
+
+    @property
+    def _db(self) -> Shared:
+        raise NotImplementedError  # pragma: no cover - MemoryStore provides it
+
+    _producer: MemoryAsyncProducer | None = None
+
+    def enqueue(
+        self, jobs: Sequence[NewJob], *, now: float | None = None, request_id: str | None = None,
+    ) -> list[int]:
+        check_jobs(jobs)
+        request_id = checked_request_id(request_id)
+        if not jobs:
+            return []
+        with self._db.tx() as db:
+            t = db.now(now)
+            if request_id is not None:
+                seen = db.requests.get(("enqueue", request_id))
+                if seen is not None and seen[1] > t - REQUEST_TTL:
+                    return list(seen[0])
+            ids = [db.insert(job, t) for job in jobs]
+            if request_id is not None:
+                db.requests[("enqueue", request_id)] = (ids, t)
+            db.changed()
+            return ids
+
+    def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
+        job_id = check_job_id(job_id)
+        with self._db.tx() as db:
+            job = db.jobs.get(job_id)
+            if job is None:
+                raise JobNotFound(job_id)
+            if job.status == "pending":
+                db.put(replace(job, status="cancelled", finished_at=db.now(now)))
+                db.changed()
+                return "cancelled"
+            if job.status == "running":
+                db.put(replace(job, cancel_requested=True))
+                db.changed()
+                return "requested"
+            return "finished"
+
+    def get_job(self, job_id: int) -> JobRecord | None:
+        job_id = check_job_id(job_id)
+        with self._db.tx() as db:
+            return db.jobs.get(job_id)
+
+    def finished_ids(self, job_ids: Sequence[int]) -> bool:
+        """True when one of ``job_ids`` is terminal or gone (call with the lock held)."""
+        db = self._db
+        return any((job := db.jobs.get(i)) is None or job.status in TERMINAL for i in job_ids)
+
+    def wait_for_finish(self, job_ids: Sequence[int], timeout: float) -> bool:
+        """Block until one of ``job_ids`` is terminal (or gone); True when that happened
+        before ``timeout``. Woken by the change itself (finish, cancel, reap)."""
+        job_ids = [check_job_id(i) for i in job_ids]
+        db = self._shared
+        if db is None:
+            return False
+        deadline = clock.monotonic() + max(0.0, timeout)
+        with db.lock:
+            while self._shared is not None and not self.finished_ids(job_ids):
+                remaining = deadline - clock.monotonic()
+                if remaining <= 0:
+                    return False
+                db.lock.wait(remaining)
+            return self._shared is not None
+
+    def async_producer(self) -> AsyncProducer:
+        if self._shared is None:
+            from tether.stores._memory.state import closed_error
+
+            raise closed_error()
+        if self._producer is None:
+            self._producer = MemoryAsyncProducer(self)
+        return self._producer
+
+    def _close_producer(self) -> None:
+        self._producer = None
+
+
+__all__ = ["MemoryProducer"]

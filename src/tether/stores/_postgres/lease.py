@@ -1,0 +1,191 @@
+"""The lease path of the PostgreSQL store (the :class:`~tether.stores._contract.Leases` role):
+claim, heartbeat, finish, the fenced writes, worker rows, and waking idle workers (statements
+in ``queries.sql``).
+
+Invariants (the contract's 1 and 2, kept the PostgreSQL way):
+
+1. **The claim is the lease grant, in one statement.** A CTE picks due ``pending`` rows
+   ``FOR UPDATE SKIP LOCKED`` in (priority, run_at, id) order from a partial index, and the
+   same statement's ``UPDATE ... RETURNING`` sets ``running``, ``locked_by``, ``lease_until``,
+   ``attempt + 1`` and ``lease_token = nonce:id`` using the database's clock (unless a test
+   passes ``now``). Row locks plus the UPDATE's re-check of ``status`` mean no (job, attempt)
+   is ever granted twice.
+2. **Every write about a claimed job is fenced** by ``(id, attempt, locked_by, lease_token)``
+   and ``status = 'running'`` in its WHERE clause. Heartbeat and finish fence each row of a
+   batch; what RETURNING leaves out was rejected (finish: unless it is a replay of an outcome
+   the same claim already applied, which the kept token recognises).
+
+``finish(conn=)`` writes the completion inside a caller's transaction (the
+:class:`~tether.stores._contract.Transactional` ability).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from tether import _limits as limits
+from tether._errors import ConfigError
+from tether._text import clean_error
+from tether.stores._contract import HeartbeatResult, JobRecord, Lease, Outcome, WorkerInfo
+from tether.stores._postgres.connection import Conn
+from tether.stores._postgres.listen import Listener
+from tether.stores._postgres.plumbing import Plumbing
+from tether.stores._records import job_of
+
+_KINDS = frozenset({"done", "error", "dead", "cancelled", "released", "stalled"})
+_REASON = {"error": "error", "dead": "error", "released": "released",
+           "cancelled": "cancelled", "done": "done", "stalled": "stalled"}
+
+
+class PostgresLeases(Plumbing):
+    """The :class:`~tether.stores._contract.Leases` role of :class:`PostgresStore`."""
+
+    _listener: Listener
+
+    def claim(
+        self,
+        owner: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_ttl: float,
+        *,
+        now: float | None = None,
+        request_id: str | None = None,
+    ) -> list[JobRecord]:
+        if limit <= 0 or not queues:
+            return []
+        nonce = secrets.token_hex(16) if request_id is None else request_id
+        params: dict[str, Any] = {"owner": owner, "limit": limit, "ttl": lease_ttl, "now": now,
+                                  "nonce": nonce}
+        if len(set(queues)) == 1:
+            params["queue"] = queues[0]
+            rows = self._rows("claim", params)
+        else:
+            params["queues"] = list(queues)
+            rows = self._rows("claim_queues", params)
+        return [job_of(row) for row in rows]
+
+    def heartbeat(
+        self,
+        owner: str,
+        leases: Sequence[Lease],
+        lease_ttl: float,
+        *,
+        now: float | None = None,
+    ) -> HeartbeatResult:
+        # Sorted by id so concurrent batch writes touching the same rows lock them in one order.
+        ordered = sorted(set(leases), key=lambda lease: (lease.job_id, lease.attempt))
+        params = {
+            "worker": owner,
+            "ids": [lease.job_id for lease in ordered],
+            "attempts": [lease.attempt for lease in ordered],
+            "owners": [lease.owner for lease in ordered],
+            "tokens": [lease.token for lease in ordered],
+            "ttl": lease_ttl,
+            "now": now,
+        }
+        held: set[Lease] = set()
+        cancel: set[Lease] = set()
+        for job_id, attempt, locked_by, token, cancel_requested in self._rows("heartbeat", params):
+            lease = Lease(int(job_id), int(attempt), str(locked_by), str(token))
+            held.add(lease)
+            if cancel_requested:
+                cancel.add(lease)
+        return HeartbeatResult(
+            lost=frozenset(set(ordered) - held), cancel_requested=frozenset(cancel)
+        )
+
+    def finish(
+        self, outcomes: Sequence[Outcome], *, now: float | None = None, conn: Conn | None = None
+    ) -> list[Lease]:
+        # The whole batch is checked before anything is written.
+        batch: dict[Lease, Outcome] = {}
+        for outcome in outcomes:
+            if outcome.kind not in _KINDS:
+                raise ConfigError(f"unknown outcome kind {outcome.kind!r}")
+            if outcome.result is not None:
+                limits.check_json_text(outcome.result, "result")
+            # One outcome per lease: an exact repeat counts once and shares its fate. Distinct
+            # leases of one job are all sent, each fenced on its own.
+            batch.setdefault(outcome.lease, outcome)
+        if not batch:
+            return []
+        ordered = sorted(batch.values(), key=lambda o: (o.lease.job_id, o.lease.attempt))
+        batch_json = json.dumps([
+            {"id": o.lease.job_id, "attempt": o.lease.attempt, "owner": o.lease.owner,
+             "token": o.lease.token, "kind": o.kind, "result": o.result,
+             "error": None if o.error is None else clean_error(o.error),
+             "reason": o.reason or _REASON[o.kind], "retry_delay": float(o.retry_delay),
+             "digest": _digest(o)}
+            for o in ordered
+        ])
+        # ids as an array literal built from ints: no per-element work in psycopg's dumper.
+        ids_literal = "{" + ",".join(str(o.lease.job_id) for o in ordered) + "}"
+        params = {"now": now, "batch": batch_json, "ids": ids_literal, "done": self.done_channel,
+                  "done_key": self.done_key, "gate": conn is None}
+        accepted = _leases(self._rows("finish", params, conn))
+        missed = [o for o in ordered if o.lease not in accepted]
+        if missed:  # a lost lease, or a replay of an outcome whose reply was lost
+            accepted |= _leases(self._rows("finish_replays", {
+                "batch": json.dumps([{"id": o.lease.job_id, "attempt": o.lease.attempt,
+                                      "owner": o.lease.owner, "token": o.lease.token,
+                                      "digest": _digest(o)} for o in missed]),
+                "ids": "{" + ",".join(str(o.lease.job_id) for o in missed) + "}",
+            }, conn))
+        return list(dict.fromkeys(o.lease for o in outcomes if o.lease not in accepted))
+
+    def save_checkpoint(self, lease: Lease, checkpoint: str, *, now: float | None = None) -> bool:
+        return self._fenced("save_checkpoint", lease,
+                            limits.check_json_text(checkpoint, "checkpoint"))
+
+    def set_progress(self, lease: Lease, progress: str, *, now: float | None = None) -> bool:
+        return self._fenced("set_progress", lease, limits.check_json_text(progress, "progress"))
+
+    def _fenced(self, name: str, lease: Lease, value: str) -> bool:
+        params = {"id": lease.job_id, "attempt": lease.attempt, "owner": lease.owner,
+                  "token": lease.token, "value": value}
+        return self._one(name, params) is not None
+
+    def register_worker(self, worker: WorkerInfo, *, now: float | None = None) -> None:
+        params = {
+            "id": worker.id,
+            "host": worker.host,
+            "pid": worker.pid,
+            "queues": list(worker.queues),
+            "concurrency": worker.concurrency,
+            "now": now,
+        }
+        self._rows("register_worker", params)
+
+    def unregister_worker(self, worker_id: str) -> None:
+        self._rows("unregister_worker", {"id": worker_id})
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
+        """Never raises: the listening connection reconnects in the background, and its
+        return after an outage counts as a wake-up."""
+        return self._listener.wait(queues, timeout)
+
+    def notify(self, queues: Sequence[str]) -> None:
+        if queues:
+            self._rows("notify", {"channel": self.channel, "queues": sorted(set(queues))})
+
+
+def _leases(rows: list[tuple[Any, ...]]) -> set[Lease]:
+    return {Lease(int(i), int(a), str(w), str(t)) for i, a, w, t in rows}
+
+
+def _digest(outcome: Outcome) -> str:
+    """What identifies an outcome beyond its job, attempt and token (the owner included), so
+    that only an exact replay of an applied outcome is accepted (128 bits; blake2b is cheap
+    next to the round trip)."""
+    text = json.dumps([outcome.lease.owner, outcome.kind, outcome.result, outcome.error,
+                       outcome.reason, float(outcome.retry_delay)])
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+
+__all__ = ["PostgresLeases"]

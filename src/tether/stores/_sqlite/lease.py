@@ -1,0 +1,224 @@
+"""The lease path of the SQLite store (the :class:`~tether.stores._contract.Leases` role): claim,
+heartbeat, finish, the fenced writes, worker rows, and waking idle workers.
+
+Invariants (the contract's 1 and 2, kept the SQLite way):
+
+* **The claim is the lease grant, in one write.** ``claim`` is a single
+  ``UPDATE ... WHERE id IN (SELECT ... LIMIT n) RETURNING`` inside ``BEGIN IMMEDIATE``: the rows
+  become ``running`` with owner, lease, ``attempt + 1`` and ``started_at`` together. The write
+  lock serialises claimers (threads and processes), so no two receive the same (job, attempt).
+* **Every write about a claimed job is fenced** by ``(id, attempt, locked_by, lease_token)``
+  *and* ``status = 'running'`` in its ``WHERE`` clause (heartbeat, finish, checkpoint,
+  progress), so a stale holder changes nothing and learns so from what the statement returns.
+  The token (``nonce:id``, 128 random bits per claim call) cannot be forged by an id handed out
+  again after the file was lost and recreated.
+* **A claim or finish repeated after its reply was lost acts once**: a claim with a
+  ``request_id`` is recorded in the ``requests`` table in its transaction and a repeat is
+  answered from it; a ``finish`` recognises its applied outcome by the token the row keeps.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tether import _clock as clock
+from tether._limits import check_json_text
+from tether.stores._contract import HeartbeatResult, JobRecord, Lease, Outcome, WorkerInfo
+from tether.stores._sqlite.connection import Connections, guarded
+from tether.stores._sqlite.rows import FinishPlan, Q, checked_request_id, job_from_row, store_now
+
+_WAIT_POLL = 0.01
+
+
+class SQLiteLeases:
+    """The :class:`~tether.stores._contract.Leases` role of :class:`SQLiteStore`."""
+
+    _db: Connections
+    _wake: threading.Condition
+    _wake_gen: int
+    _seen: threading.local
+
+    if TYPE_CHECKING:
+        def _announce_finished(self) -> None: ...  # SQLiteProducer's
+
+    @guarded
+    def claim(
+        self,
+        owner: str,
+        queues: Sequence[str],
+        limit: int,
+        lease_ttl: float,
+        *,
+        now: float | None = None,
+        request_id: str | None = None,
+    ) -> list[JobRecord]:
+        """Claim in one write; every claimed row's token is ``nonce:id``. The nonce is the
+        ``request_id`` when given (a repeat of the call returns the jobs still running under
+        it and claims nothing more), else 128 fresh random bits."""
+        request_id = checked_request_id(request_id)
+        if limit <= 0 or not queues:
+            return []
+        nonce = request_id if request_id is not None else secrets.token_hex(16)
+        params = {
+            "owner": owner,
+            "queues": json.dumps(list(dict.fromkeys(queues))),
+            "limit": limit,
+            "lease_ttl": lease_ttl,
+            "nonce": nonce,
+            "now": now,
+        }
+        request = {"kind": "claim", "request_id": request_id, "reply": "", "now": now}
+        with self._db.write() as conn:
+            params["now"] = request["now"] = store_now(conn, now)
+            if request_id is not None and conn.execute(Q["request_find"], request).fetchone():
+                rows = conn.execute(Q["claim_replayed"], params).fetchall()
+            else:
+                rows = conn.execute(Q["claim"], params).fetchall()
+                # Only a claim that granted something needs its record: a replay of an empty
+                # claim may claim afresh (nothing was orphaned). Idle workers claim empty all
+                # the time, and every written row lengthens the write lock's hold.
+                if request_id is not None and rows:
+                    conn.execute(Q["request_insert"], request)
+        if len(rows) < limit:
+            # The claimer may wait next: remember what it has seen, so a commit that lands
+            # between this claim and wait_for_jobs still wakes it.
+            self._seen.version = self._db.data_version()
+        jobs = [job_from_row(row) for row in rows]
+        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+        return jobs
+
+    @guarded
+    def heartbeat(
+        self,
+        owner: str,
+        leases: Sequence[Lease],
+        lease_ttl: float,
+        *,
+        now: float | None = None,
+    ) -> HeartbeatResult:
+        batch = json.dumps([[le.job_id, le.attempt, le.owner, le.token] for le in leases])
+        rows: list[Any] = []
+        with self._db.write() as conn:
+            t = store_now(conn, now)
+            if leases:
+                rows = conn.execute(
+                    Q["heartbeat"], {"leases": batch, "lease_ttl": lease_ttl, "now": t}
+                ).fetchall()
+            conn.execute(Q["touch_worker"], {"owner": owner, "now": t})
+        held = {Lease(row[0], row[1], row[2], row[3]): bool(row[4]) for row in rows}
+        lost = frozenset(lease for lease in leases if lease not in held)
+        cancel = frozenset(lease for lease, flag in held.items() if flag)
+        return HeartbeatResult(lost=lost, cancel_requested=cancel)
+
+    @guarded
+    def finish(self, outcomes: Sequence[Outcome], *, now: float | None = None) -> list[Lease]:
+        """Fenced outcome by outcome (see FinishPlan); an outcome this lease already applied
+        in an earlier call whose reply was lost is not reported rejected."""
+        if not outcomes:
+            return []
+        plan = FinishPlan(outcomes)
+        accepted: set[tuple[int, int]] = set()
+        with self._db.write() as conn:
+            t = store_now(conn, now)
+            for i, batch in enumerate(plan.rounds):
+                for row in conn.execute(Q["finish"], {"outcomes": batch, "now": t}):
+                    accepted.add((i, row[0]))
+        replayed: set[tuple[int, int, str, str]] = set()
+        maybe = plan.unapplied(accepted)
+        if maybe is not None:  # rare: a stale outcome, or a replay; a plain read, no lock
+            rows = self._db.get().execute(Q["finish_replayed"], {"leases": maybe})
+            replayed = {(row[0], row[1], row[2], row[3]) for row in rows}
+        if accepted and any(o.kind in ("error", "released", "stalled") for o in outcomes):
+            self.notify(())
+        if accepted:
+            self._announce_finished()
+        return plan.rejected(accepted, replayed)
+
+    def _fenced_set(self, name: str, lease: Lease, value: str) -> bool:
+        check_json_text(value, name.removeprefix("save_").removeprefix("set_"))
+        params = {
+            "id": lease.job_id,
+            "attempt": lease.attempt,
+            "owner": lease.owner,
+            "token": lease.token,
+            "value": value,
+        }
+        with self._db.write() as conn:
+            changed: int = conn.execute(Q[name], params).rowcount
+        return changed == 1
+
+    @guarded
+    def save_checkpoint(self, lease: Lease, checkpoint: str, *, now: float | None = None) -> bool:
+        return self._fenced_set("save_checkpoint", lease, checkpoint)
+
+    @guarded
+    def set_progress(self, lease: Lease, progress: str, *, now: float | None = None) -> bool:
+        return self._fenced_set("set_progress", lease, progress)
+
+    @guarded
+    def register_worker(self, worker: WorkerInfo, *, now: float | None = None) -> None:
+        params = {
+            "id": worker.id,
+            "host": worker.host,
+            "pid": worker.pid,
+            "queues": json.dumps(list(worker.queues)),
+            "concurrency": worker.concurrency,
+            "now": now,
+        }
+        with self._db.write() as conn:
+            params["now"] = store_now(conn, now)
+            conn.execute(Q["register_worker"], params)
+
+    @guarded
+    def unregister_worker(self, worker_id: str) -> None:
+        with self._db.write() as conn:
+            conn.execute(Q["unregister_worker"], {"id": worker_id})
+
+    def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
+        """Poll ``PRAGMA data_version`` (it moves when another connection commits) every 10 ms,
+        and wake at once on an in-process :meth:`notify`. No transaction is held meanwhile.
+
+        The baseline is what this thread saw at its last short claim (or last wait), so a
+        commit that landed in between wakes the waiter at once instead of being missed.
+        Raises StoreGone when the file was deleted or replaced (checked about once a second):
+        an idle worker must notice too, not only a busy one."""
+        deadline = clock.monotonic() + max(0.0, timeout)
+        with self._wake:
+            generation = self._wake_gen
+        baseline: int | None = getattr(self._seen, "version", None)
+        current: int | None
+        try:
+            current = self._db.data_version()
+        except sqlite3.Error:
+            current = baseline = None
+        try:
+            while True:
+                if baseline is not None and current != baseline:
+                    return True
+                if baseline is None:
+                    baseline = current
+                remaining = deadline - clock.monotonic()
+                if remaining <= 0:
+                    return False
+                with self._wake:
+                    if self._wake_gen == generation:
+                        self._wake.wait(min(_WAIT_POLL, remaining))
+                    if self._wake_gen != generation:
+                        return True
+                if current is not None:
+                    try:
+                        current = self._db.data_version()
+                    except sqlite3.Error:
+                        current = baseline = None
+        finally:
+            self._seen.version = current
+
+    def notify(self, queues: Sequence[str]) -> None:
+        with self._wake:
+            self._wake_gen += 1
+            self._wake.notify_all()

@@ -1,0 +1,167 @@
+"""The producer side of the SQLite store (the :class:`~tether.stores._contract.Producer`
+role): enqueue, cancel, read a job, wait for results, and the async producer.
+
+SQLite has no notifications between processes, so a waiter re-reads its jobs' status every
+:data:`POLL` seconds (a primary-key probe with no transaction open; no write lock is ever
+taken). Inside one process, ``finish``, ``cancel`` and ``reap_expired`` of this store object
+wake waiters at once through a condition variable (:meth:`SQLiteProducer._announce_finished`),
+so a job finished by a worker thread of the same store is seen without waiting for the poll.
+
+The async producer is the shared :class:`tether.stores._aio.ThreadedProducer`: SQLite's driver
+is synchronous, so its calls run in threads. An ``enqueue`` with a ``request_id`` records it in
+the ``requests`` table in its own transaction, and a repeat within 24 h is answered from it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tether import _clock as clock
+from tether._errors import JobNotFound
+from tether._limits import check_job_id, check_jobs
+from tether.stores import _queries as queries
+from tether.stores._aio import ThreadedProducer
+from tether.stores._contract import AsyncProducer, CancelResult, JobRecord, NewJob, Store
+from tether.stores._sqlite.connection import Connections, guarded
+from tether.stores._sqlite.rows import Q, checked_request_id, job_from_row, store_now
+
+AIO = queries.load("tether.stores._sqlite", "aio.sql")
+#: Seconds between two reads of a waiter's jobs (what other processes' finishes cost).
+POLL = 0.05
+
+
+class SQLiteProducer:
+    """The :class:`~tether.stores._contract.Producer` role of :class:`SQLiteStore`."""
+
+    _db: Connections
+
+    if TYPE_CHECKING:
+        def notify(self, queues: Sequence[str]) -> None: ...  # SQLiteLeases'
+
+    @guarded
+    def enqueue(
+        self,
+        jobs: Sequence[NewJob],
+        *,
+        now: float | None = None,
+        request_id: str | None = None,
+    ) -> list[int]:
+        """Insert the batch in one transaction. With ``request_id``, a repeat of the call
+        within 24 h inserts nothing and returns the first call's ids."""
+        check_jobs(jobs)
+        request_id = checked_request_id(request_id)
+        if not jobs:
+            return []
+        rows = [
+            {
+                "task": job.task,
+                "queue": job.queue,
+                "payload": job.payload,
+                "priority": job.priority,
+                "run_at": job.run_at,
+                "delay": job.delay,
+                "max_attempts": job.max_attempts,
+                "max_stalls": job.max_stalls,
+                "unique_key": job.unique_key,
+                "now": now,
+            }
+            for job in jobs
+        ]
+        request = {"kind": "enqueue", "request_id": request_id, "reply": "", "now": now}
+        ids: list[int] = []
+        find, insert = Q["enqueue_find_unique"], Q["enqueue_insert"]
+        with self._db.write() as conn:
+            t = request["now"] = store_now(conn, now)
+            cur = conn.cursor()
+            replay = None
+            if request_id is not None:
+                replay = cur.execute(Q["request_find"], request).fetchone()
+            if replay is None:
+                for row in rows:
+                    row["now"] = t
+                    if row["unique_key"] is not None:
+                        found = cur.execute(find, row).fetchone()
+                        if found is not None:
+                            ids.append(found[0])
+                            continue
+                    cur.execute(insert, row)
+                    ids.append(int(cur.lastrowid or 0))
+                if request_id is not None:
+                    request["reply"] = json.dumps(ids)
+                    cur.execute(Q["request_insert"], request)
+        if replay is not None:
+            return [int(i) for i in json.loads(replay[0])]
+        self.notify(tuple({job.queue for job in jobs}))
+        return ids
+
+    @guarded
+    def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
+        job_id = check_job_id(job_id)
+        with self._db.write() as conn:
+            t = store_now(conn, now)
+            row = conn.execute(Q["cancel"], {"id": job_id, "now": t}).fetchone()
+            exists = row is not None or conn.execute(Q["job_exists"], {"id": job_id}).fetchone()
+        if not exists:
+            raise JobNotFound(job_id)
+        if row is None:
+            return "finished"
+        if row[0] == "cancelled":
+            self._announce_finished()
+            return "cancelled"
+        return "requested"
+
+    @guarded
+    def get_job(self, job_id: int) -> JobRecord | None:
+        row = self._db.get().execute(Q["get_job"], {"id": check_job_id(job_id)}).fetchone()
+        return None if row is None else job_from_row(row)
+
+    def _aio_init(self) -> None:
+        self._finished = threading.Condition()
+        self._finished_gen = 0
+        self._producer: ThreadedProducer | None = None
+        self._producer_lock = threading.Lock()
+
+    def _announce_finished(self) -> None:
+        """Wake this store's waiters: a job of theirs may have become terminal."""
+        with self._finished:
+            self._finished_gen += 1
+            self._finished.notify_all()
+
+    @guarded
+    def _finished_any(self, ids: str) -> bool:
+        row = self._db.get().execute(AIO["finished_any"], {"ids": ids}).fetchone()
+        return bool(row[0])
+
+    def wait_for_finish(self, job_ids: Sequence[int], timeout: float) -> bool:
+        """True as soon as one of ``job_ids`` is terminal (or gone); False after ``timeout``.
+        Woken at once by this store object's own finishes, otherwise by a poll every 50 ms."""
+        ids = json.dumps([check_job_id(i) for i in job_ids])
+        deadline = clock.monotonic() + max(0.0, timeout)
+        while True:
+            with self._finished:
+                generation = self._finished_gen
+            if self._finished_any(ids):
+                return True
+            remaining = deadline - clock.monotonic()
+            if remaining <= 0:
+                return False
+            with self._finished:
+                if self._finished_gen == generation:
+                    self._finished.wait(min(POLL, remaining))
+
+    def async_producer(self) -> AsyncProducer:
+        with self._producer_lock:
+            if self._producer is None or self._producer.closed:
+                store: Store = self  # type: ignore[assignment]
+                self._producer = ThreadedProducer(store)
+            return self._producer
+
+    def _close_aio(self) -> None:
+        with self._producer_lock:
+            producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.close()
+        self._announce_finished()
