@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from tether._events import Event
-from tether._worker import procpool
+from tether._worker.processes import pool as procpool
 
 
 def _probe(path: str, what: str, job: int | None, attempt: int | None) -> None:

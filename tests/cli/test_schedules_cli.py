@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.servers import IN_PROCESS_KINDS
+from tether._appspec import load_app
 from tether._cli.main import main
 from tether._events import Events
 from tether._maintenance.scheduler import Scheduler
 from tether._periodic import schedules_of
-from tether._worker.appspec import load_app
 
 _n = itertools.count()
 

@@ -11,9 +11,9 @@ from typing import Any, cast
 import tether
 from tests.worker.helpers import running, wait_until
 from tether._context import JobContext
-from tether._worker.ahead import HORIZON, ClaimAhead
 from tether._worker.completer import Completer
 from tether._worker.registry import Registry, Running
+from tether._worker.threads.claimahead import HORIZON, ClaimAhead
 from tether.stores import JobRecord, Store
 
 

@@ -13,9 +13,9 @@ import tether
 from tests.worker.helpers import running, wait_until
 from tests.worker.pool_tasks import register
 from tether import _payload as payload
+from tether._appspec import derive_spec
 from tether._cli.main import build_parser
 from tether._events import Event
-from tether._worker.appspec import derive_spec
 from tether._worker.poolconfig import CHILD_ENV, make_pool_config
 
 pytestmark = pytest.mark.timeout(60)

@@ -17,7 +17,7 @@ import tether
 from tests.worker.helpers import running, wait_until
 from tests.worker.pool_tasks import register, starts
 from tether._events import Event
-from tether._worker import sendahead
+from tether._worker.processes import sendahead
 
 pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]

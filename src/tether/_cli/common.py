@@ -150,7 +150,7 @@ def target(args: argparse.Namespace) -> Target:
     spec = getattr(args, "app", None) or os.environ.get("TETHER_APP") or None
     app = None
     if spec:
-        from tether._worker.appspec import load_app
+        from tether._appspec import load_app
 
         app = load_app(spec)
     url = getattr(args, "url", None) or (app.url if app is not None else None) or \

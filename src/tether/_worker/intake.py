@@ -19,12 +19,12 @@ from typing import Any
 from tether import _clock as clock
 from tether._events import Events
 from tether._task import Task
-from tether._worker.ahead import ClaimAhead
 from tether._worker.completer import Completer
-from tether._worker.executor import Executor
 from tether._worker.poolconfig import PoolConfig
-from tether._worker.procpool import ProcessPool
+from tether._worker.processes.pool import ProcessPool
 from tether._worker.registry import Registry, Running
+from tether._worker.threads.claimahead import ClaimAhead
+from tether._worker.threads.pool import Executor
 from tether.stores._contract import Outcome, Store
 
 

@@ -37,15 +37,15 @@ from tether._task import Task
 from tether._worker.completer import Completer, Pending
 from tether._worker.connections import open_stores
 from tether._worker.deadlines import Deadlines, Timeouts
-from tether._worker.executor import Executor
 from tether._worker.health import StoreHealth, classify, one_line, worth_logging
 from tether._worker.heartbeater import Heartbeater
 from tether._worker.intake import Intake
 from tether._worker.paused import PausedQueues
 from tether._worker.poolconfig import make_pool_config
-from tether._worker.procpool import ProcessPool
+from tether._worker.processes.pool import ProcessPool
 from tether._worker.registry import Registry, Running
 from tether._worker.shutdown import Phase, Shutdown
+from tether._worker.threads.pool import Executor
 from tether._worker.unknown import unknown_task_outcome
 from tether.stores._contract import JobRecord, Outcome, Store, WorkerInfo
 from tether.stores._replay import new_request_id

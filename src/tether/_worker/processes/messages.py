@@ -1,6 +1,6 @@
 """What process-pool children say to their worker, and what their exit means.
 
-A reader thread per child (``pipereader``) reads its pipe in order, so a child's messages are
+A reader thread per child (``pipes.py``) reads its pipe in order, so a child's messages are
 handled in the order it sent them: the outcome of one job before the ``start`` of the next
 (the child flushes both in one write before the next handler runs). That order is what makes
 a child's end precise: the attempt it had said ``start`` for and not reported ends as
@@ -19,13 +19,13 @@ from collections.abc import Callable
 from tether import _clock as clock
 from tether._errors import ConfigError, LeaseInterrupted, StoreError
 from tether._events import Events
-from tether._worker import wire
-from tether._worker.children import Child, State, describe_exit
-from tether._worker.fleet import Fleet
-from tether._worker.pipereader import PipeReader
 from tether._worker.poolconfig import PoolConfig
+from tether._worker.processes import wire
+from tether._worker.processes.children import Child, State, describe_exit
+from tether._worker.processes.fleet import Fleet
+from tether._worker.processes.pipes import PipeReader
+from tether._worker.processes.sendahead import Ahead
 from tether._worker.registry import Running
-from tether._worker.sendahead import Ahead
 from tether.stores._contract import JobRecord, Outcome, Store
 
 log = logging.getLogger("tether.pool")
@@ -46,7 +46,7 @@ def key_of(entry: Running) -> tuple[int, int]:
 
 
 class ChildMessages:
-    """The reading half of :class:`~tether._worker.procpool.ProcessPool` (its state is the
+    """The reading half of :class:`~tether._worker.processes.pool.ProcessPool` (its state is the
     pool's; every change under the fleet's lock)."""
 
     config: PoolConfig

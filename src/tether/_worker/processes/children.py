@@ -1,7 +1,7 @@
 """One process-pool child as its worker sees it: the process, its two pipes, and its state.
 
-Children are started with ``subprocess`` (fork+exec of ``python -m tether._worker.child``), not
-``multiprocessing``, because:
+Children are started with ``subprocess`` (fork+exec of ``python -m
+tether._worker.processes.child``), not ``multiprocessing``, because:
 
 * exec gives a clean interpreter: nothing of the multi-threaded worker (threads, held locks,
   store connections, sockets) is copied into it, which a plain fork would do unsafely;
@@ -28,11 +28,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tether._worker import wire
+from tether._worker.processes import wire
 from tether._worker.registry import Running
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-_TETHER_ROOT = str(Path(__file__).resolve().parents[2])  # holds the tether package
+_TETHER_ROOT = str(Path(__file__).resolve().parents[3])  # holds the tether package
 
 
 class State(enum.Enum):
@@ -105,8 +105,8 @@ def spawn(init: wire.Header) -> Child:
         [_TETHER_ROOT, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tether._worker.child", str(to_child_r), str(from_child_w),
-             str(os.getpid())],
+            [sys.executable, "-m", "tether._worker.processes.child", str(to_child_r),
+             str(from_child_w), str(os.getpid())],
             pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, env=env,
             start_new_session=True)
     except BaseException:

@@ -47,14 +47,14 @@ from tether import _clock as clock
 from tether._errors import ConfigError, Interrupted, LeaseInterrupted
 from tether._events import Events
 from tether._task import Task
-from tether._worker import sendahead, wire
-from tether._worker.childmessages import ChildMessages, key_of, stopped_outcome
-from tether._worker.children import Child, State
-from tether._worker.fleet import Fleet
-from tether._worker.pipereader import PipeReader
 from tether._worker.poolconfig import PoolConfig
+from tether._worker.processes import sendahead, wire
+from tether._worker.processes.children import Child, State
+from tether._worker.processes.fleet import Fleet
+from tether._worker.processes.messages import ChildMessages, key_of, stopped_outcome
+from tether._worker.processes.pipes import PipeReader
+from tether._worker.processes.sendahead import Ahead
 from tether._worker.registry import Registry, Running
-from tether._worker.sendahead import Ahead
 from tether.stores._contract import Outcome, Store
 
 log = logging.getLogger("tether.pool")

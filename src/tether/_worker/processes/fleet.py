@@ -1,6 +1,6 @@
 """The children of a process pool, as processes: how many, which are idle, and who kills them.
 
-The pool (``procpool``) decides about *attempts*; the fleet keeps the *processes*:
+The pool (``pool.py``) decides about *attempts*; the fleet keeps the *processes*:
 
 * ``size`` live children at all times: a child that dies, is stopped or is recycled is replaced
   at once (a stopped or recycled one already counts as gone while it exits, so its replacement
@@ -23,9 +23,9 @@ import threading
 from collections.abc import Callable
 
 from tether import _clock as clock
-from tether._worker import wire
-from tether._worker.children import Child, State, describe_exit, spawn
 from tether._worker.poolconfig import PoolConfig
+from tether._worker.processes import wire
+from tether._worker.processes.children import Child, State, describe_exit, spawn
 
 log = logging.getLogger("tether.pool")
 MEMORY_EVERY = 0.1  # seconds between RSS checks of busy children (with max_memory_per_child)
