@@ -132,7 +132,7 @@ def run_burst(
     True (it made a job due, e.g. by moving a memory store's clock) keeps the burst going."""
     if max_jobs is not None:
         limits.check_int(max_jobs, "max_jobs", low=1, high=limits.MAX_JOB_ID)
-    if max_jobs is not None and worker.ahead is not None and worker.ahead.limit > 0:
+    if max_jobs is not None and worker.pool.claims_ahead:
         # max_jobs counts claims: a claim ahead of free slots would take (and then run, as a
         # drain does) jobs past the count.
         raise ValueError("max_jobs needs a worker built with claim_ahead=False")

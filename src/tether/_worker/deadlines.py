@@ -77,25 +77,19 @@ class Timeouts:
     handler interrupted (whichever decides first wins, ``Registry.settle_once``)."""
 
     def __init__(self, deadlines: Deadlines, registry: Registry,
-                 settle: Callable[[Running, Outcome | None], None],
-                 find_task: Callable[[str], Task[Any, Any] | None]) -> None:
+                 settle: Callable[[Running, Outcome | None], None]) -> None:
         self.deadlines = deadlines
         self._registry = registry
         self._settle = settle
-        self._find_task = find_task
 
-    def arm(self, entry: Running, task: Task[Any, Any], late: float = 0.0) -> None:
-        """Start the attempt's timeout, ``late`` seconds after its handler started."""
-        timeout = task.config.timeout
-        if timeout is not None:
+    def arm(self, entry: Running, late: float = 0.0) -> None:
+        """Start the attempt's timeout (its task's, ``entry.task``), ``late`` seconds after its
+        handler started (a process-pool child reports the start after the fact)."""
+        task = entry.task
+        timeout = None if task is None else task.config.timeout
+        if task is not None and timeout is not None:
             entry.extra["deadline"] = self.deadlines.add(max(0.0, timeout - late),
                                                          lambda: self._fire(entry, task))
-
-    def arm_late(self, entry: Running, late: float) -> None:
-        """:meth:`arm`, by task name (a process-pool child has started the handler)."""
-        task = self._find_task(entry.ctx.task)
-        if task is not None:
-            self.arm(entry, task, late)
 
     def cancel(self, entry: Running) -> None:
         handle = entry.extra.get("deadline")

@@ -29,10 +29,12 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tether import _clock as clock
 from tether._context import JobContext
 from tether._errors import Interrupted
+from tether._task import Task
 from tether.stores._contract import Lease
 
 #: A queued job that waited this long for a handler thread, while a slot was free and every
@@ -53,7 +55,7 @@ class Running:
     extra: dict[str, object] = field(default_factory=dict)
     # Called after every interrupt (any thread): how a process pool stops the child running it.
     on_interrupt: Callable[[Running, type[Interrupted]], None] | None = None
-    task: object = None  # claimed ahead: the task to run when a slot frees
+    task: Task[Any, Any] | None = None  # what runs it (set by the pool it is submitted to)
     queued_at: float = 0.0  # claimed ahead: when it entered the backlog (monotonic)
     started_at: float = 0.0  # when its handler was given a slot (monotonic)
 

@@ -54,10 +54,10 @@ from tether._errors import (
     ShuttingDown,
     StoreError,
 )
+from tether._worker.outcome import decide, describe
 from tether._worker.poolconfig import CHILD_ENV
 from tether._worker.processes import wire
 from tether._worker.processes.children import rss_mib
-from tether._worker.threads.pool import decide, describe
 from tether.stores._contract import Lease, Outcome, Store
 
 log = logging.getLogger("tether.child")

@@ -71,21 +71,29 @@ def stop_reason(entry: Running, why: type[Interrupted]) -> str:
 
 
 class ProcessPool(ChildMessages):
+    """The :class:`~tether._worker.pool.Pool` whose handlers run in child processes."""
+
+    kind = "process"
+    claims_ahead = False  # it sends ahead to children instead (``sendahead``)
+
     def __init__(
         self,
         registry: Registry,
+        concurrency: int,
+        *,
         settle: Callable[[Running, Outcome | None], None],
+        on_claimed: Callable[[Running], None],
+        on_started: Callable[[Running, float], None],
         store: Store,
         events: Events,
         config: PoolConfig,
-        *,
-        concurrency: int,
         owner: str,
         on_fatal: Callable[[BaseException], None],
-        on_started: Callable[[Running, float], None] = lambda entry, ran: None,
     ) -> None:
         self.registry = registry
+        registry.set_capacity(self.capacity(concurrency))
         self._settle = settle
+        self._on_claimed = on_claimed
         self.store = store
         self.events = events
         self.config = config
@@ -149,8 +157,21 @@ class ProcessPool(ChildMessages):
         return self.fleet.spawned
 
     # -- submitting and stopping attempts ----------------------------------------------------------
+    def before_claim(self) -> None:
+        """Nothing to do: what waits too long is released by the supervisor's tick."""
+
+    def hand_back_stale(self) -> None:
+        """Nothing to do: what waits too long is released by the supervisor's tick."""
+
+    def wait_at_most(self, seconds: float) -> float:
+        return seconds
+
     def submit(self, entry: Running, task: Task[Any, Any]) -> None:
-        """Queue an attempt; the fetcher sends its whole claim with :meth:`dispatch`."""
+        """Queue an attempt (it takes a slot at once: it is the pool's from its claim); the
+        fetcher sends its whole claim with :meth:`dispatch`."""
+        self.registry.add(entry)
+        self._on_claimed(entry)
+        entry.task = task
         entry.on_interrupt = self._interrupted
         entry.extra["bytes"] = wire.run_size(entry.ctx.job)  # not under the lock
         with self._cond:
@@ -160,6 +181,8 @@ class ProcessPool(ChildMessages):
             self._interrupted(entry, LeaseInterrupted)
 
     def dispatch(self) -> None:
+        """Send what was submitted (after every claim, even an empty one: a job waiting for
+        an idle child gets another chance)."""
         self._dispatch()
 
     def _dispatch(self) -> None:
