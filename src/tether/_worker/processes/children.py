@@ -30,6 +30,7 @@ from pathlib import Path
 
 from tether._worker.processes import wire
 from tether._worker.registry import Running
+from tether.stores._contract import JobRecord
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _TETHER_ROOT = str(Path(__file__).resolve().parents[3])  # holds the tether package
@@ -94,6 +95,41 @@ class Child:
 
     def rss_mib(self) -> float | None:
         return rss_mib(self.pid)
+
+    def send(self, lock: threading.Condition, header: wire.Header) -> None:
+        """:meth:`post` one message (after what is already queued for it)."""
+        self.post(lock, wire.encode(header))
+
+    def post(self, lock: threading.Condition, data: bytes = b"") -> bool:
+        """Write what the pool queued for this child (``outbox``: jobs and messages), then
+        ``data``; False if its pipe is closed. Messages reach a child in the order they were
+        queued under ``lock`` (the fleet's), yet nothing is encoded or written under it: the
+        writer's lock is held from taking the outbox to the end of the write (never the other
+        way round)."""
+
+        def take() -> bytes:
+            with lock:
+                queued, self.outbox = self.outbox, []
+            out: list[bytes] = []
+            jobs: list[JobRecord] = []
+            for item in queued:  # consecutive jobs: one ``runs`` message
+                if isinstance(item, bytes):
+                    if jobs:
+                        out.append(wire.encode_runs(jobs))
+                        jobs = []
+                    out.append(item)
+                else:
+                    jobs.append(item.ctx.job)
+            if jobs:
+                out.append(wire.encode_runs(jobs))
+            out.append(data)
+            return b"".join(out)
+
+        try:
+            self.writer.flush(take)
+        except OSError:
+            return False
+        return True
 
 
 def spawn(init: wire.Header) -> Child:
