@@ -32,7 +32,7 @@ from tether import _clock as clock
 from tether._errors import JobCancelled, LeaseInterrupted
 from tether._events import Events
 from tether._worker.health import StoreHealth, classify, one_line, worth_logging
-from tether._worker.registry import Registry, Running
+from tether._worker.registry import Registry, Running, Settlement
 from tether.stores._contract import Store
 
 log = logging.getLogger("tether.heartbeat")
@@ -126,7 +126,7 @@ class Heartbeater:
                          detail={"rtt": clock.monotonic() - sent_at, "leases": len(by_lease)})
         for lease, entry in by_lease.items():
             if lease in result.lost:
-                if entry.settled or entry.settling:
+                if entry.settlement is not Settlement.OPEN:
                     continue  # our own outcome landed first (or is landing): not a loss
                 self._lost(entry, "the store no longer holds this lease for us")
             else:
