@@ -37,7 +37,8 @@ from tether._periodic import schedules_of
 from tether._worker.completer import Completer, Pending
 from tether._worker.connections import open_stores
 from tether._worker.deadlines import Deadlines, Timeouts
-from tether._worker.health import StoreHealth, classify, one_line, worth_logging
+from tether._worker.fetcher import Fetcher
+from tether._worker.health import StoreHealth, one_line
 from tether._worker.heartbeater import Heartbeater
 from tether._worker.paused import PausedQueues
 from tether._worker.pool import Pool, make_pool
@@ -46,16 +47,12 @@ from tether._worker.registry import Registry, Running
 from tether._worker.shutdown import Phase, Shutdown
 from tether._worker.unknown import unknown_task_outcome
 from tether.stores._contract import JobRecord, Outcome, Store, WorkerInfo
-from tether.stores._replay import new_request_id
 
 if TYPE_CHECKING:
     from tether._app import App
 
 log = logging.getLogger("tether.worker")
 
-#: Longest pause between claims while the store fails: it bounds how long after the store's
-#: return an idle worker resumes.
-FETCH_BACKOFF_MAX = 0.5
 #: How long a forced stop (second signal) waits for the store, in all: to hand leases back,
 #: flush outcomes and unregister. A store that does not answer by then is not waited for.
 FORCED_EXIT_WAIT = 2.0
@@ -128,12 +125,13 @@ class Worker:
             self._maint_store, self.id, self.settings, app.events, on_fatal=fatal,
             reap=self.settings.reaper_interval > 0,
             schedules=periodic) if self._maint_store is not None else None
-        self._fetcher = threading.Thread(target=self._fetch_loop, name="tether-fetcher",
-                                         daemon=True)
         self.claimed = 0
         self._unknown_warned: set[str] = set()  # task names warned about (once per name)
         self._exit_by = float("inf")  # forced stop: the monotonic time to be gone by
         self.pauses = PausedQueues(self.store, self.queues)
+        self.fetcher = Fetcher(self.store, self.id, self.queues, self.settings, self.registry,
+                               self.pool, self.shutdown, self.pauses, self.health,
+                               start=self._start, on_fatal=fatal)
 
     # -- running -----------------------------------------------------------------------------
     def run(self, *, install_signals: bool = True) -> int:
@@ -148,7 +146,7 @@ class Worker:
             for part in (self.heartbeater, self.completer, self.maintainer):
                 if part is not None:
                     part.start()
-            self._fetcher.start()
+            self.fetcher.start()
             self._supervise()
         finally:
             restore()
@@ -181,7 +179,7 @@ class Worker:
         if sd.phase == Phase.FORCED:
             self._exit_by = clock.monotonic() + FORCED_EXIT_WAIT
             self.completer.give_up_at = self._exit_by
-        self._fetcher.join(min(5.0, self._left()))
+        self.fetcher.join(min(5.0, self._left()))
         if sd.phase == Phase.FORCED:
             self._hand_back()
         self.registry.wait_empty(5.0)
@@ -274,69 +272,7 @@ class Worker:
         except Exception as exc:
             log.warning("could not wake other workers: %s", one_line(exc))
 
-    # -- fetching ----------------------------------------------------------------------------
-    def _fetch_loop(self) -> None:
-        try:
-            backoff, streak = 0.05, 0
-            # A claim that failed transiently may have happened with its reply lost: the next
-            # claim reuses its request id (and its send time, which the trust window of the
-            # jobs it got is counted from), so the store hands those jobs back to us.
-            replay: tuple[str, float] | None = None
-            pool = self.pool
-            while not self.shutdown.stopping:
-                pool.before_claim()
-                free = self.registry.wait_free(pool.wait_at_most(0.5),
-                                               lambda: self.shutdown.stopping)
-                if free <= 0 or self.shutdown.stopping:
-                    continue
-                active = self.pauses.active()
-                if not active:  # every queue of ours is paused
-                    self.shutdown.changed.wait(self.pauses.every)
-                    continue
-                now = clock.monotonic()
-                if replay is not None and now - replay[1] >= self.settings.lease_ttl:
-                    replay = None  # whatever it claimed has expired by now
-                request_id, sent = replay or (new_request_id(), now)
-                jobs = None
-                try:
-                    jobs = self.store.claim(self.id, active,
-                                            min(free, self.settings.claim_batch),
-                                            self.settings.lease_ttl,
-                                            request_id=request_id)
-                    if not jobs:
-                        replay = None
-                        self.store.wait_for_jobs(
-                            self.queues, pool.wait_at_most(self.settings.poll_interval))
-                except Exception as exc:
-                    if classify(exc) == "gone":
-                        self._fatal(exc)
-                        return
-                    if jobs is None and classify(exc) == "transient":
-                        replay = (request_id, sent)  # the claim may have happened
-                    streak += 1
-                    self._fetch_failed(exc, now, streak)
-                    self.shutdown.changed.wait(backoff)
-                    backoff = min(backoff * 2, FETCH_BACKOFF_MAX)
-                    continue
-                replay = None
-                backoff, streak = 0.05, 0
-                self.health.ok()
-                for job in jobs:
-                    self._start(job, sent + self.settings.lease_ttl)
-                pool.dispatch()
-        except BaseException as exc:
-            log.critical("fetcher died", exc_info=True)
-            self._fatal(exc)
-
-    def _fetch_failed(self, exc: BaseException, sent: float, streak: int) -> None:
-        self.health.failed(exc, sent)
-        transient = classify(exc) == "transient"
-        level = logging.WARNING if transient else logging.ERROR
-        if not worth_logging(streak):
-            level = logging.DEBUG
-        log.log(level, "fetching failed %d time(s) in a row (%s); retrying every %.1fs at most",
-                streak, one_line(exc), FETCH_BACKOFF_MAX, exc_info=not transient and streak == 1)
-
+    # -- claimed jobs ------------------------------------------------------------------------
     def _start(self, job: JobRecord, trusted_until: float) -> None:
         """Hand a claimed job to the pool (the fetcher dispatches the claim after its last
         job); a job of a task this worker does not know is settled here."""

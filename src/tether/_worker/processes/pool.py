@@ -118,7 +118,7 @@ class ProcessPool:
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self, timeout: float = START_TIMEOUT) -> None:
         """Start the children and wait until every one has imported the app."""
-        error = self.fleet.start(timeout)
+        error = self.fleet.open(timeout)
         if error is not None:
             self.stop()
             raise ConfigError(f"process pool: a child could not start: {error}")
@@ -129,8 +129,7 @@ class ProcessPool:
         """End every child (closing its pipe ends it; SIGKILL if it lingers) and wait."""
         if self.fleet.closing:
             return
-        self.fleet.close()
-        self.fleet.join(5.0)  # no child is started after this
+        self.fleet.stop(5.0)  # no child is started after this
         with self._cond:
             children, queued = list(self.fleet.children), list(self.attempts.waiting)
             self.attempts.waiting.clear()
