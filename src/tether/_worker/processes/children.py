@@ -14,6 +14,10 @@ tether._worker.processes.child``), not ``multiprocessing``, because:
 The price is an interpreter start and the app's import per child (about 0.15 s), paid once per
 child: children are started once and reused, and replaced only when one dies, is stopped, or
 is recycled (``max_tasks_per_child``, ``max_memory_per_child``).
+
+Invariants: a child is signalled only until it is reaped (its pid may be another process's
+after that), and what the pool queues for a child reaches it in the order it was queued
+(:meth:`Child.post`), with nothing encoded or written under the pool's lock.
 """
 
 from __future__ import annotations
