@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from tether._events import Event
-from tether._worker import procpool
+from tether._worker.processes.pool import ProcessPool
 
 
 def _probe(path: str, what: str, job: int | None, attempt: int | None) -> None:
@@ -36,13 +36,13 @@ def main(argv: list[str]) -> int:
     concurrency, path = int(argv[0]), argv[1]
     from bench.apps import app
 
-    original = procpool.ProcessPool._interrupted
+    original = ProcessPool._interrupted
 
-    def interrupted(self: procpool.ProcessPool, entry: Any, why: Any) -> None:
+    def interrupted(self: ProcessPool, entry: Any, why: Any) -> None:
         _probe(path, "learned", entry.ctx.id, entry.ctx.attempt)
         original(self, entry, why)
 
-    procpool.ProcessPool._interrupted = interrupted  # type: ignore[method-assign]
+    ProcessPool._interrupted = interrupted  # type: ignore[method-assign]
 
     def exited(event: Event) -> None:
         _probe(path, "exited", event.job_id, event.attempt)

@@ -124,9 +124,9 @@ def test_no_import_cycles_in_tether() -> None:
 
 
 @pytest.mark.parametrize("module", ["tether._task", "tether._worker.worker", "tether._app",
-                                    "tether._worker.child", "tether._jobview", "tether._runtime",
-                                    "tether._registry", "tether._events", "tether._logs",
-                                    "tether._errors"])
+                                    "tether._worker.processes.child", "tether._jobview",
+                                    "tether._runtime", "tether._registry", "tether._events",
+                                    "tether._logs", "tether._errors"])
 def test_each_entry_module_imports_first(module: str) -> None:
     """Importing any of them first, in a fresh interpreter, works (no half-initialised
     module met on the way)."""

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.servers import IN_PROCESS_KINDS
+from tether._appspec import load_app
 from tether._cli.main import main
 from tether._events import Events
 from tether._maintenance.scheduler import Scheduler
-from tether._worker.appspec import load_app
 
 _n = itertools.count()
 

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from tests.crash.harness import Cluster, all_in, enqueue, wait_for
-from tether._worker.ahead import HAND_BACK_AFTER
+from tether._worker.threads.claimahead import HAND_BACK_AFTER
 from tether.stores import Store
 
 LONG = 10.0

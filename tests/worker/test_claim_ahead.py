@@ -11,9 +11,9 @@ from typing import Any, cast
 import tether
 from tests.worker.helpers import running, wait_until
 from tether._context import JobContext
-from tether._worker.ahead import HORIZON, ClaimAhead
 from tether._worker.completer import Completer
-from tether._worker.registry import Registry, Running
+from tether._worker.registry import Registry, Running, Settlement, Stage
+from tether._worker.threads.claimahead import HORIZON, ClaimAhead
 from tether.stores import JobRecord, Store
 
 
@@ -84,7 +84,7 @@ def test_unqueue_hands_out_each_entry_once_and_never_to_a_handler() -> None:
     reg.queue([a, b], wake=0)
     out = reg.unqueue()
     assert out == [a, b] and reg.queued() == 0
-    assert all(e.returned and e.settling for e in out)
+    assert all(e.stage is Stage.RETURNED and e.settlement is Settlement.SETTLING for e in out)
     assert reg.unqueue() == []
     assert not reg.settle_once(a)  # the hand-back owns the outcome
 

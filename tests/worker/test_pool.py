@@ -13,9 +13,9 @@ import tether
 from tests.worker.helpers import running, wait_until
 from tests.worker.pool_tasks import register
 from tether import _payload as payload
+from tether._appspec import derive_spec
 from tether._cli.main import build_parser
 from tether._events import Event
-from tether._worker.appspec import derive_spec
 from tether._worker.poolconfig import CHILD_ENV, make_pool_config
 
 pytestmark = pytest.mark.timeout(60)
@@ -48,7 +48,7 @@ def test_outcomes_and_context_cross_the_process_boundary(make_app: MakeApp) -> N
     with running(app, concurrency=2, pool="process", app_spec=SPEC) as worker:
         wait_until(lambda: all(app.get_job(i).status in ("done", "failed")
                                for i in ids.values()), 30, "every job to end")
-        children = set(worker.executor.pids())
+        children = set(worker.pool.pids())
     jobs = {name: app.get_job(i) for name, i in ids.items()}
 
     assert jobs["add"].result["sum"] == 5

@@ -17,7 +17,7 @@ import tether
 from tests.worker.helpers import running, wait_until
 from tests.worker.pool_tasks import register, starts
 from tether._events import Event
-from tether._worker import sendahead
+from tether._worker.processes import sendahead
 
 pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]
@@ -42,8 +42,8 @@ def test_a_cancelled_job_waiting_in_a_child_is_withdrawn_and_never_starts(
     after = app.runtime.registry.tasks["pool.nap"].enqueue(0.0, log)
     with running(app, concurrency=1, pool="process", app_spec=SPEC) as worker:
         wait_until(lambda: [s for s in starts(log) if s[0] == slow], 20, "the slow job to start")
-        [child] = worker.executor.pids()
-        held = worker.executor.fleet.children[0]
+        [child] = worker.pool.pids()
+        held = worker.pool.fleet.children[0]
         wait_until(lambda: held.entry is not None, 5, "the worker to learn of the start")
         assert [e.ctx.id for e in held.ahead] == [victim, after], "both were sent ahead"
         assert app.cancel(victim) == "requested"
@@ -51,7 +51,7 @@ def test_a_cancelled_job_waiting_in_a_child_is_withdrawn_and_never_starts(
         assert app.get_job(slow).status == "running", "withdrawn while the child ran another"
         wait_until(lambda: app.get_job(after).status == "done", 20, "the job behind it")
         assert app.get_job(slow).status == "done"
-        assert worker.executor.pids() == [child]
+        assert worker.pool.pids() == [child]
     ran = {(j, a) for j, a, _ in starts(log)}
     assert ran == {(slow, 1), (after, 1)}, "the withdrawn job never started"
     final = app.get_job(victim)
@@ -73,7 +73,7 @@ def test_the_timeout_counts_from_the_start_in_the_child(
     timed = app.runtime.registry.tasks["pool.timed"].enqueue(0.4, log)
     with running(app, concurrency=1, pool="process", app_spec=SPEC) as worker:
         wait_until(lambda: [s for s in starts(log) if s[0] == slow], 20, "the slow job to start")
-        held = worker.executor.fleet.children[0]
+        held = worker.pool.fleet.children[0]
         wait_until(lambda: held.entry is not None, 5, "the worker to learn of the start")
         assert [e.ctx.id for e in held.ahead] == [timed]
         wait_until(lambda: app.get_job(timed).status in ("done", "failed"), 20, "the timed job")
@@ -93,7 +93,7 @@ def test_a_drain_runs_what_the_children_hold_that_starts_in_time(
     waiting = [app.runtime.registry.tasks["pool.nap"].enqueue(0.0, log) for _ in range(2)]
     with running(app, concurrency=1, pool="process", app_spec=SPEC) as worker:
         wait_until(lambda: [s for s in starts(log) if s[0] == slow], 20, "the slow job to start")
-        held = worker.executor.fleet.children[0]
+        held = worker.pool.fleet.children[0]
         wait_until(lambda: held.entry is not None, 5, "the worker to learn of the start")
         assert [e.ctx.id for e in held.ahead] == waiting
         worker.stop()  # the first SIGTERM: drain

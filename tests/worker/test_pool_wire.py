@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from tether._worker import wire
+from tether._worker.processes import wire
 from tether.stores import JobRecord
 
 

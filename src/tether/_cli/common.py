@@ -151,7 +151,7 @@ def target(args: argparse.Namespace) -> Target:
     spec = getattr(args, "app", None) or os.environ.get("TETHER_APP") or None
     runtime = None
     if spec:
-        from tether._worker.appspec import load_app
+        from tether._appspec import load_app
 
         runtime = load_app(spec).runtime
     url = getattr(args, "url", None) or (runtime.url if runtime is not None else None) or \

@@ -11,12 +11,12 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tether import _limits as limits
+from tether._appspec import load_app
 from tether._config import make_settings
 from tether._errors import ConfigError
 from tether._events import Events
 from tether._logs import configure, worker_banner
 from tether._maintenance.maintainer import Maintainer
-from tether._worker.appspec import load_app
 from tether._worker.shutdown import Shutdown
 from tether.stores import DEFAULT_URL
 

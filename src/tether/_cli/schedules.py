@@ -20,7 +20,7 @@ from tether.stores._contract import Admin, ScheduleState
 
 
 def cmd_schedules(args: argparse.Namespace) -> int:
-    from tether._worker.appspec import load_app
+    from tether._appspec import load_app
 
     spec = args.target_app or getattr(args, "app", None) or os.environ.get("TETHER_APP")
     if not spec:

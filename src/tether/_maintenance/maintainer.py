@@ -33,6 +33,7 @@ from tether import _clock as clock
 from tether._config import Settings
 from tether._errors import StoreGone
 from tether._events import Events
+from tether._loop import Loop
 from tether._maintenance import fingerprint
 from tether._maintenance.leadership import LeaderElector, split_holder
 from tether._maintenance.pruner import Pruner
@@ -68,7 +69,7 @@ class Duty:
         return self.elector is None or self.elector.is_leader
 
 
-class Maintainer:
+class Maintainer(Loop):
     def __init__(
         self,
         store: Maintenance,
@@ -80,6 +81,7 @@ class Maintainer:
         reap: bool = True,
         schedules: Sequence[Schedule] = (),
     ) -> None:
+        super().__init__("tether-maintainer", log=log, on_fatal=on_fatal, died="maintainer died")
         self.store = store
         self.holder = holder
         self.settings = settings
@@ -110,11 +112,8 @@ class Maintainer:
                 retry=settings.leader_retry_every) if settings.election else None
             self.duties.append(Duty("schedule", SCHEDULE_ELECTION, {}, "", elector))
         self._reported: dict[str, str] = {}  # election -> leader holder last reported
-        self._on_fatal = on_fatal
         self._housekeeper: threading.Thread | None = None
-        self._next_house = self._next_reap = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self.run, name="tether-maintainer", daemon=True)
+        self._next_house = self._next_reap = self._next_check = 0.0
 
     @property
     def elector(self) -> LeaderElector | None:
@@ -126,41 +125,31 @@ class Maintainer:
         """True while this maintainer performs at least one of its duties."""
         return any(d.acting for d in self.duties)
 
-    def start(self) -> None:
-        self._thread.start()
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float | None = None) -> None:
         """Stop the loop and wait (within ``timeout`` in all) for it and for a housekeeping
         run still going: the caller closes the store next, and an SQLite connection closed
         while another thread uses it crashes the process."""
-        deadline = clock.monotonic() + timeout
-        self._stop.set()
-        for part in ("_thread", "_housekeeper"):  # the loop first: it may start a housekeeper
-            thread: threading.Thread | None = getattr(self, part)
-            if thread is not None and thread.is_alive() \
-                    and threading.current_thread() is not thread:
-                thread.join(max(0.0, deadline - clock.monotonic()))
+        deadline = clock.monotonic() + (self.stop_wait if timeout is None else timeout)
+        super().stop(timeout)  # the loop first: it may start a housekeeper
+        house = self._housekeeper
+        if house is not None and house.is_alive() and threading.current_thread() is not house:
+            house.join(max(0.0, deadline - clock.monotonic()))
 
-    def run(self) -> None:
-        """The loop; returns when stopped. Leadership is released on the way out."""
-        try:
-            self._loop()
-        except BaseException as exc:
-            if isinstance(exc, StoreGone):
-                log.error("maintenance stopped: the store's data is gone: %s", exc)
-            else:
-                log.critical("maintainer died", exc_info=True)
-            if self._on_fatal is None:
-                raise
-            self._on_fatal(exc)
-        finally:
-            for duty in self.duties:
-                if duty.elector is not None:
-                    duty.elector.release()
+    def died(self, exc: BaseException) -> None:
+        """``StoreGone`` is one clear line, not a traceback; then as any other death."""
+        if not isinstance(exc, StoreGone):
+            super().died(exc)
+            return
+        log.error("maintenance stopped: the store's data is gone: %s", exc)
+        if self._loop_fatal is None:
+            raise exc
+        self._loop_fatal(exc)
+
+    def finished(self) -> None:
+        """Leadership is released on the way out."""
+        for duty in self.duties:
+            if duty.elector is not None:
+                duty.elector.release()
 
     def housekeep(self) -> None:
         """Start store housekeeping unless a run is still going; never blocks the reaper."""
@@ -179,29 +168,29 @@ class Maintainer:
                                              daemon=True)
         self._housekeeper.start()
 
-    def _loop(self) -> None:
-        next_check = clock.monotonic()
-        while not self._stop.is_set():
-            now = clock.monotonic()
-            due: list[float] = []
-            for duty in self.duties:
-                if duty.elector is not None:
-                    if now >= duty.next_election:
-                        duty.next_election = now + duty.elector.run_once()
-                    due.append(duty.next_election)
-                if not duty.acting:
-                    duty.next_run = 0.0  # act at once on becoming leader
-                    if duty.name == "reap":
-                        self._next_reap = 0.0
-                    continue
-                if now >= duty.next_run:
-                    duty.next_run = clock.monotonic() + max(0.0, self._perform(duty))
-                due.append(duty.next_run)
-            if self.settings.election and now >= next_check:
-                next_check = now + CHECK_EVERY
-                self.check_settings()
-            wait = (min(due) - clock.monotonic()) if due else CHECK_EVERY
-            self._stop.wait(max(0.005, min(wait, next_check - clock.monotonic())))
+    def round(self) -> float:
+        """Each duty that is due (its election first), the settings check; returns the wait
+        until the next of them is due."""
+        now = clock.monotonic()
+        due: list[float] = []
+        for duty in self.duties:
+            if duty.elector is not None:
+                if now >= duty.next_election:
+                    duty.next_election = now + duty.elector.run_once()
+                due.append(duty.next_election)
+            if not duty.acting:
+                duty.next_run = 0.0  # act at once on becoming leader
+                if duty.name == "reap":
+                    self._next_reap = 0.0
+                continue
+            if now >= duty.next_run:
+                duty.next_run = clock.monotonic() + max(0.0, self._perform(duty))
+            due.append(duty.next_run)
+        if self.settings.election and now >= self._next_check:
+            self._next_check = now + CHECK_EVERY
+            self.check_settings()
+        wait = (min(due) - clock.monotonic()) if due else CHECK_EVERY
+        return max(0.005, min(wait, self._next_check - clock.monotonic()))
 
     def _perform(self, duty: Duty) -> float:
         """Do one round of a duty; returns seconds until the next one."""

@@ -22,6 +22,7 @@ holds, which is nothing. A burst runs no periodic scheduler (its worker is built
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 from tether import _clock as clock
 from tether import _limits as limits
 from tether._events import Event, Events
+from tether._loop import Loop
 
 if TYPE_CHECKING:
     from tether._worker.worker import Worker
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 #: How often the watcher looks again while the worker is busy or between two jobs.
 POLL = 0.01
 _PAGE = 500
+log = logging.getLogger("tether.worker")
 
 
 @dataclass
@@ -132,7 +135,7 @@ def run_burst(
     True (it made a job due, e.g. by moving a memory store's clock) keeps the burst going."""
     if max_jobs is not None:
         limits.check_int(max_jobs, "max_jobs", low=1, high=limits.MAX_JOB_ID)
-    if max_jobs is not None and worker.ahead is not None and worker.ahead.limit > 0:
+    if max_jobs is not None and worker.pool.claims_ahead:
         # max_jobs counts claims: a claim ahead of free slots would take (and then run, as a
         # drain does) jobs past the count.
         raise ValueError("max_jobs needs a worker built with claim_ahead=False")
@@ -158,16 +161,12 @@ def run_burst(
     claims = _claims(worker.runtime.events)
     with claims.lock:
         claims.listeners.append(on_claim)
-    finished = threading.Event()
-    watcher = threading.Thread(
-        target=_watch, args=(worker, stop, result, finished, timeout, fast_forward),
-        name="tether-burst", daemon=True)
+    watcher = IdleWatch(worker, stop, result, timeout, fast_forward)
     watcher.start()
     try:
         result.exit_code = worker.run(install_signals=install_signals)
     finally:
-        finished.set()
-        watcher.join(5.0)
+        watcher.stop(5.0)
         with claims.lock:
             claims.listeners.remove(on_claim)
     return result
@@ -195,23 +194,40 @@ class Stopper:
             pass
 
 
-def _watch(worker: Worker, stop: Stopper, result: BurstResult, finished: threading.Event,
-           timeout: float | None, fast_forward: Callable[[], bool] | None) -> None:
-    deadline = None if timeout is None else clock.monotonic() + timeout
-    while not finished.is_set() and not worker.shutdown.stopping:
-        if deadline is not None and clock.monotonic() >= deadline:
-            result.timed_out = True
-            worker.stop(force=True)
-            return
-        try:
-            if is_idle(worker):
-                if fast_forward is not None and fast_forward():
-                    continue
-                stop("burst: no job is due")
-                return
-        except Exception:  # the store is away: the worker copes; look again shortly
-            pass
-        finished.wait(POLL)
+class IdleWatch(Loop):
+    """Every :data:`POLL` seconds: stop the burst's worker once it is idle (:func:`is_idle`),
+    or, past ``timeout``, force it to stop; ends with the worker's run."""
+
+    def __init__(self, worker: Worker, stop: Stopper, result: BurstResult,
+                 timeout: float | None, fast_forward: Callable[[], bool] | None) -> None:
+        super().__init__("tether-burst", log=log, died="burst watcher died")
+        self.worker = worker
+        self._stop_burst = stop
+        self.result = result
+        self.deadline = None if timeout is None else clock.monotonic() + timeout
+        self.fast_forward = fast_forward
+
+    @property
+    def stopping(self) -> bool:
+        return super().stopping or self.worker.shutdown.stopping
+
+    def round(self) -> float:
+        if self.deadline is not None and clock.monotonic() >= self.deadline:
+            self.result.timed_out = True
+            self.worker.stop(force=True)
+            self.stop(0.0)  # done: no more rounds
+            return 0.0
+        if is_idle(self.worker):
+            if self.fast_forward is not None and self.fast_forward():
+                return 0.0
+            self._stop_burst("burst: no job is due")
+            self.stop(0.0)  # done: no more rounds
+            return 0.0
+        return POLL
+
+    def failed(self, exc: Exception) -> float:
+        """The store is away: the worker copes; look again shortly."""
+        return POLL
 
 
 def tally(store: Admin, ran: list[int], queues: Sequence[str]) -> dict[str, int]:

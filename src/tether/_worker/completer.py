@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tether import _clock as clock
 from tether import _text as text
 from tether._events import Events
+from tether._loop import Loop
 from tether._worker.health import StoreHealth, classify, one_line
 from tether._worker.registry import Registry, Running
 from tether.stores._contract import Lease, Leases, Outcome
@@ -76,7 +76,7 @@ def unstorable(p: Pending, exc: BaseException) -> Pending:
                    "failed")
 
 
-class Completer:
+class Completer(Loop):
     def __init__(
         self,
         store: Leases,
@@ -88,6 +88,8 @@ class Completer:
         health: StoreHealth | None = None,
         max_batch: int = 200,
     ) -> None:
+        super().__init__("tether-completer", log=log, on_fatal=on_fatal, stop_wait=10.0,
+                         died="completer died; stopping the worker")
         self.store = store
         self.owner = owner
         self.registry = registry
@@ -99,44 +101,39 @@ class Completer:
         self.give_up_at: float | None = None
         self._on_fatal = on_fatal
         self._queue: queue.SimpleQueue[Pending | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="tether-completer", daemon=True)
+        self._flushed = False  # the stop marker came through the queue: all before it written
         self.rejected = 0
-
-    def start(self) -> None:
-        self._thread.start()
 
     def put(self, entry: Running, outcome: Outcome) -> None:
         self._queue.put(Pending(entry, outcome, event_for(entry, outcome)))
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Flush what is queued, then stop."""
+    # ``stop()`` flushes what is queued, then stops: it queues a marker behind the outcomes
+    # (``wake``), and the loop ends once the marker comes through (``stopping``).
+    def wake(self) -> None:
         self._queue.put(None)
-        if self._thread.is_alive():
-            self._thread.join(timeout)
 
-    def _run(self) -> None:
-        try:
-            while True:
-                first = self._queue.get()
-                if first is None:
-                    return
-                batch = [first]
-                stop = False
-                while len(batch) < self.max_batch:
-                    try:
-                        item = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if item is None:
-                        stop = True
-                        break
-                    batch.append(item)
-                self.write(batch, give_up_at=self.give_up_at)
-                if stop:
-                    return
-        except BaseException as exc:
-            log.critical("completer died; stopping the worker", exc_info=True)
-            self._on_fatal(exc)
+    @property
+    def stopping(self) -> bool:
+        return self._flushed
+
+    def round(self) -> float:
+        """Write one batch: what is queued, up to ``max_batch`` (waits for the first)."""
+        first = self._queue.get()
+        if first is None:
+            self._flushed = True
+            return 0.0
+        batch = [first]
+        while len(batch) < self.max_batch:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                self._flushed = True
+                break
+            batch.append(item)
+        self.write(batch, give_up_at=self.give_up_at)
+        return 0.0
 
     def write(self, batch: list[Pending], *, give_up_at: float | None = None) -> Written:
         """Write one batch now (also used by a forced shutdown); never raises for the store.

@@ -1,4 +1,9 @@
-"""Per-attempt timeouts on one timer thread (a heap), not a thread or timer per job."""
+"""Per-attempt timeouts on one timer thread (a heap), not a thread or timer per job.
+
+Invariant: a timeout fires at most once, only if it was not cancelled first, and never before
+its time (``clock.monotonic``); an exception from a callback stops the worker (the loop dies
+of it, ``tether._loop``), since a worker whose timeouts no longer fire breaks a task's limit.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from typing import Any
 
 from tether import _clock as clock
 from tether._errors import LeaseInterrupted
+from tether._loop import Loop
 from tether._task import Task
 from tether._worker.registry import Registry, Running
 from tether.stores._contract import Outcome
@@ -18,15 +24,15 @@ from tether.stores._contract import Outcome
 log = logging.getLogger("tether.worker")
 
 
-class Deadlines:
+class Deadlines(Loop):
     def __init__(self, on_error: Callable[[BaseException], None]) -> None:
+        """The thread starts with the first timeout; ``stop()`` does not wait for it."""
+        super().__init__("tether-deadlines", log=log, on_fatal=on_error, stop_wait=0.0,
+                         died="deadlines died; stopping the worker")
         self._heap: list[tuple[float, int, int, Callable[[], None]]] = []
         self._live: set[int] = set()
         self._seq = itertools.count()
         self._cond = threading.Condition()
-        self._stopped = False
-        self._on_error = on_error
-        self._thread = threading.Thread(target=self._run, name="tether-deadlines", daemon=True)
         self._started = False
 
     def add(self, seconds: float, callback: Callable[[], None]) -> int:
@@ -34,7 +40,7 @@ class Deadlines:
         with self._cond:
             if not self._started:
                 self._started = True
-                self._thread.start()
+                self.start()
             handle = next(self._seq)
             self._live.add(handle)
             heapq.heappush(self._heap, (clock.monotonic() + seconds, handle, handle, callback))
@@ -45,30 +51,26 @@ class Deadlines:
         with self._cond:
             self._live.discard(handle)
 
-    def stop(self) -> None:
+    def wake(self) -> None:
         with self._cond:
-            self._stopped = True
             self._cond.notify()
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._stopped:
-                    while self._heap and self._heap[0][1] not in self._live:
-                        heapq.heappop(self._heap)
-                    if self._heap and self._heap[0][0] <= clock.monotonic():
-                        break
-                    wait = self._heap[0][0] - clock.monotonic() if self._heap else None
-                    self._cond.wait(wait)
-                if self._stopped:
-                    return
-                _, handle, _, callback = heapq.heappop(self._heap)
-                self._live.discard(handle)
-            try:
-                callback()
-            except BaseException as exc:  # a failing side loop must stop the worker
-                self._on_error(exc)
-                return
+    def round(self) -> float:
+        """Wait for the next live deadline and run its callback."""
+        with self._cond:
+            while not self.stopping:
+                while self._heap and self._heap[0][1] not in self._live:
+                    heapq.heappop(self._heap)
+                if self._heap and self._heap[0][0] <= clock.monotonic():
+                    break
+                wait = self._heap[0][0] - clock.monotonic() if self._heap else None
+                self._cond.wait(wait)
+            if self.stopping:
+                return 0.0
+            _, handle, _, callback = heapq.heappop(self._heap)
+            self._live.discard(handle)
+        callback()
+        return 0.0
 
 
 class Timeouts:
@@ -77,25 +79,19 @@ class Timeouts:
     handler interrupted (whichever decides first wins, ``Registry.settle_once``)."""
 
     def __init__(self, deadlines: Deadlines, registry: Registry,
-                 settle: Callable[[Running, Outcome | None], None],
-                 find_task: Callable[[str], Task[Any, Any] | None]) -> None:
+                 settle: Callable[[Running, Outcome | None], None]) -> None:
         self.deadlines = deadlines
         self._registry = registry
         self._settle = settle
-        self._find_task = find_task
 
-    def arm(self, entry: Running, task: Task[Any, Any], late: float = 0.0) -> None:
-        """Start the attempt's timeout, ``late`` seconds after its handler started."""
-        timeout = task.config.timeout
-        if timeout is not None:
+    def arm(self, entry: Running, late: float = 0.0) -> None:
+        """Start the attempt's timeout (its task's, ``entry.task``), ``late`` seconds after its
+        handler started (a process-pool child reports the start after the fact)."""
+        task = entry.task
+        timeout = None if task is None else task.config.timeout
+        if task is not None and timeout is not None:
             entry.extra["deadline"] = self.deadlines.add(max(0.0, timeout - late),
                                                          lambda: self._fire(entry, task))
-
-    def arm_late(self, entry: Running, late: float) -> None:
-        """:meth:`arm`, by task name (a process-pool child has started the handler)."""
-        task = self._find_task(entry.ctx.task)
-        if task is not None:
-            self.arm(entry, task, late)
 
     def cancel(self, entry: Running) -> None:
         handle = entry.extra.get("deadline")

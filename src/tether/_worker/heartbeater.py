@@ -25,20 +25,22 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 from tether import _clock as clock
 from tether._errors import JobCancelled, LeaseInterrupted
 from tether._events import Events
+from tether._loop import Loop
 from tether._worker.health import StoreHealth, classify, one_line, worth_logging
-from tether._worker.registry import Registry, Running
+from tether._worker.registry import Registry, Running, Settlement
 from tether.stores._contract import Leases
 
 log = logging.getLogger("tether.heartbeat")
 
 
-class Heartbeater:
+class Heartbeater(Loop):
+    """The renewal loop; its lease watch (:class:`LeaseWatch`) starts and stops with it."""
+
     def __init__(
         self,
         store: Leases,
@@ -51,6 +53,8 @@ class Heartbeater:
         on_fatal: Callable[[BaseException], None],
         health: StoreHealth | None = None,
     ) -> None:
+        super().__init__("tether-heartbeat", log=log, on_fatal=on_fatal,
+                         died="heartbeater died; stopping the worker")
         self.store = store
         self.health = health or StoreHealth(float("inf"))
         self.owner = owner
@@ -59,44 +63,25 @@ class Heartbeater:
         self.lease_ttl = lease_ttl
         self.interval = interval
         self._on_fatal = on_fatal
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tether-heartbeat", daemon=True)
-        self._watch = threading.Thread(target=self._watch_trust, name="tether-lease-watch",
-                                       daemon=True)
+        self.watch = LeaseWatch(self, on_fatal)
         self.beats = 0  # statements sent, for tests and benchmarks
         self.failures = 0
         self._streak = 0  # heartbeats failed in a row (only the first is logged at WARNING)
         self._in_flight_since: float | None = None  # when the pending heartbeat was sent
 
     def start(self) -> None:
-        self._thread.start()
-        self._watch.start()
+        super().start()
+        self.watch.start()
 
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop both loops; wait for them up to ``timeout`` seconds in all."""
+        deadline = clock.monotonic() + (self.stop_wait if timeout is None else timeout)
+        self.watch.stop(0.0)
+        super().stop(timeout)
+        self.watch.join(max(0.0, deadline - clock.monotonic()))
 
-    def _watch_trust(self) -> None:
-        """Expire leases whose trust window ended, whatever the heartbeat call is doing."""
-        try:
-            while not self._stop.wait(min(self.interval, 0.25)):
-                try:
-                    self.health.waiting(self._in_flight_since)
-                    self._expire_untrusted(self.registry.to_renew(), clock.monotonic())
-                except Exception:  # an event callback's bug must not end the watch
-                    log.exception("lease watch: could not expire untrusted leases")
-        except BaseException as exc:
-            log.critical("lease watch died; stopping the worker", exc_info=True)
-            self._on_fatal(exc)
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                self._stop.wait(self.run_once())
-        except BaseException as exc:
-            log.critical("heartbeater died; stopping the worker", exc_info=True)
-            self._on_fatal(exc)
+    def round(self) -> float:
+        return self.run_once()
 
     def run_once(self) -> float:
         """Send one heartbeat; returns how long to wait before the next one."""
@@ -126,7 +111,7 @@ class Heartbeater:
                          detail={"rtt": clock.monotonic() - sent_at, "leases": len(by_lease)})
         for lease, entry in by_lease.items():
             if lease in result.lost:
-                if entry.settled or entry.settling:
+                if entry.settlement is not Settlement.OPEN:
                     continue  # our own outcome landed first (or is landing): not a loss
                 self._lost(entry, "the store no longer holds this lease for us")
             else:
@@ -150,3 +135,26 @@ class Heartbeater:
         self.events.emit("lease_lost", job_id=entry.ctx.id, attempt=entry.ctx.attempt,
                          worker=self.owner, detail={"why": why, "task": entry.ctx.job.task,
                                                     "queue": entry.ctx.job.queue})
+
+
+class LeaseWatch(Loop):
+    """Expires leases whose trust window ended, whatever the heartbeat call is doing (it may
+    hang on a dead connection): every ``min(interval, 0.25)`` seconds, on its own thread."""
+
+    def __init__(self, beat: Heartbeater, on_fatal: Callable[[BaseException], None]) -> None:
+        every = min(beat.interval, 0.25)
+        super().__init__("tether-lease-watch", log=log, on_fatal=on_fatal, first_wait=every,
+                         died="lease watch died; stopping the worker")
+        self.beat = beat
+        self.every = every
+
+    def round(self) -> float:
+        beat = self.beat
+        beat.health.waiting(beat._in_flight_since)
+        beat._expire_untrusted(beat.registry.to_renew(), clock.monotonic())
+        return self.every
+
+    def failed(self, exc: Exception) -> float:
+        """An event callback's bug must not end the watch."""
+        log.exception("lease watch: could not expire untrusted leases")
+        return self.every

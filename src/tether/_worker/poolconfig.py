@@ -19,8 +19,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tether._appname import check_spec, derive_spec
 from tether._errors import ConfigError
-from tether._worker.appname import check_spec, derive_spec
 
 if TYPE_CHECKING:
     from tether._runtime import Runtime

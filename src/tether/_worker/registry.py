@@ -20,19 +20,37 @@ A handler thread :meth:`take` s the oldest when a slot frees; the fetcher hands 
 long-running handler while another worker could run it. An entry is either in the backlog or
 started, never both, and whoever takes it out of the backlog (a handler or a hand-back) is
 the only one that decides its outcome.
+
+Each entry goes through two state machines, side by side and forward only:
+
+* its handler's :class:`Stage`: WAITING (in the backlog, no slot) -> RUNNING (holds a slot) ->
+  RETURNED (the slot is free again); a job handed back unstarted goes WAITING -> RETURNED;
+* its outcome's :class:`Settlement`: OPEN -> SETTLING (someone won :meth:`Registry.settle_once`,
+  the only way out of OPEN: exactly one outcome per attempt) -> SETTLED (written, rejected as
+  stale, or not to be written).
+
+They are two machines, not one, because neither waits for the other: a timeout settles an
+attempt whose handler still runs, and a handler returns before its outcome is written. An entry
+leaves the registry once RETURNED and SETTLED. ``Running.lost`` is no stage: it is a fact about
+the lease (the store or the trust window says it is gone), true from any stage on. Stages
+are compared by identity against the module-level aliases (``_RETURNED``...): as cheap as the
+booleans they replace, on the per-job path.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tether import _clock as clock
 from tether._context import JobContext
 from tether._errors import Interrupted
+from tether._task import Task
 from tether.stores._contract import Lease
 
 #: A queued job that waited this long for a handler thread, while a slot was free and every
@@ -40,20 +58,41 @@ from tether.stores._contract import Lease
 LAG = 0.005
 
 
+class Stage(enum.Enum):
+    """Where an attempt's handler is (forward only)."""
+
+    WAITING = "waiting"  # claimed ahead, in the backlog: it holds no slot yet
+    RUNNING = "running"  # it holds a slot (a process pool's attempt from its claim on)
+    RETURNED = "returned"  # the slot is free: the handler returned, or it never started
+
+
+class Settlement(enum.Enum):
+    """Where an attempt's outcome is (forward only; settle once)."""
+
+    OPEN = "open"  # nobody has decided it yet
+    SETTLING = "settling"  # someone won settle_once: the outcome is being decided or written
+    SETTLED = "settled"  # written, rejected as stale, or not to be written
+
+
+# Identity checks against module globals: an enum member looked up on its class costs as much
+# as the whole check, on the per-job path.
+_WAITING, _RUNNING, _RETURNED = Stage.WAITING, Stage.RUNNING, Stage.RETURNED
+_OPEN, _SETTLING, _SETTLED = Settlement.OPEN, Settlement.SETTLING, Settlement.SETTLED
+
+
 @dataclass(eq=False)
 class Running:
     ctx: JobContext
     trusted_until: float
-    returned: bool = False  # the handler returned (or, claimed ahead, never started)
-    settled: bool = False  # an outcome was decided for this attempt
-    settling: bool = False  # someone won settle_once: the outcome is being decided
+    stage: Stage = _WAITING
+    settlement: Settlement = _OPEN
     lost: bool = False  # the store or the trust window says we no longer hold it
     async_task: asyncio.Task[object] | None = None
     loop: asyncio.AbstractEventLoop | None = None
     extra: dict[str, object] = field(default_factory=dict)
     # Called after every interrupt (any thread): how a process pool stops the child running it.
     on_interrupt: Callable[[Running, type[Interrupted]], None] | None = None
-    task: object = None  # claimed ahead: the task to run when a slot frees
+    task: Task[Any, Any] | None = None  # what runs it (set by the pool it is submitted to)
     queued_at: float = 0.0  # claimed ahead: when it entered the backlog (monotonic)
     started_at: float = 0.0  # when its handler was given a slot (monotonic)
 
@@ -144,7 +183,7 @@ class Registry:
                     and now - self._backlog[0].queued_at >= waited):
                 return
             held = sum(1 for e in self._entries.values()
-                       if not e.returned and 0.0 < e.started_at <= now - waited)
+                       if e.stage is _RUNNING and 0.0 < e.started_at <= now - waited)
             if held >= self._threads - self._idle:
                 self._work.notify()
 
@@ -167,6 +206,7 @@ class Registry:
             was_free = self.free()
             entry = self._backlog.popleft()
             self._busy += 1
+            entry.stage = _RUNNING
             entry.started_at = clock.monotonic()
             if was_free <= 0 < self.free():
                 self._cond.notify_all()  # the backlog ran low: time to claim again
@@ -197,9 +237,9 @@ class Registry:
             backlog = self._backlog
             while backlog and backlog[0].queued_at < queued_before:
                 entry = backlog.popleft()
-                entry.returned = True
-                if not (entry.settled or entry.settling):
-                    entry.settling = True
+                entry.stage = _RETURNED
+                if entry.settlement is _OPEN:
+                    entry.settlement = _SETTLING
                     out.append(entry)
             if out:
                 self._cond.notify_all()
@@ -210,7 +250,7 @@ class Registry:
         free soon, so no job claimed ahead should count on them."""
         with self._cond:
             return sum(1 for e in self._entries.values()
-                       if not e.returned and 0.0 < e.started_at < started_before)
+                       if e.stage is _RUNNING and 0.0 < e.started_at < started_before)
 
     def wait_empty(self, timeout: float | None) -> bool:
         with self._cond:
@@ -219,6 +259,7 @@ class Registry:
     def add(self, entry: Running) -> None:
         """Add an entry whose handler starts now (it takes a slot at once)."""
         with self._cond:
+            entry.stage = _RUNNING
             entry.started_at = clock.monotonic()
             self._entries[entry.lease] = entry
             self._busy += 1
@@ -232,7 +273,8 @@ class Registry:
         with self._cond:
             return [
                 e for e in self._entries.values()
-                if not e.lost and not e.settled and not e.ctx.completed_in_transaction
+                if not e.lost and e.settlement is not _SETTLED
+                and not e.ctx.completed_in_transaction
             ]
 
     def mark(self, entry: Running, *, returned: bool = False, settled: bool = False) -> None:
@@ -254,12 +296,14 @@ class Registry:
         was_free = self.free()
         async_slot = False
         for entry in entries:
-            if returned and not entry.returned:
+            if returned and entry.stage is not _RETURNED:
                 async_slot |= entry.loop is not None
-                entry.returned = True
+                entry.stage = _RETURNED
                 self._busy -= 1
-            entry.settled |= settled
-            if entry.returned and entry.settled and self._entries.get(entry.lease) is entry:
+            if settled:
+                entry.settlement = _SETTLED
+            if (entry.stage is _RETURNED and entry.settlement is _SETTLED
+                    and self._entries.get(entry.lease) is entry):
                 del self._entries[entry.lease]
         if (was_free < self.claim_at <= self.free()) or not self._entries:
             self._cond.notify_all()
@@ -269,7 +313,7 @@ class Registry:
     def settle_once(self, entry: Running) -> bool:
         """Claim the right to decide this attempt's outcome; only the first caller wins."""
         with self._cond:
-            if entry.settled or entry.settling:
+            if entry.settlement is not _OPEN:
                 return False
-            entry.settling = True
+            entry.settlement = _SETTLING
             return True

@@ -3,10 +3,11 @@
 Threads and what each may touch:
 
 * fetcher: claims batches (one ``claim`` write per batch) into free slots and, with the thread
-  pool, ahead of them (``ahead.py``: bounded by what it can start soon; what waits too long
-  is handed back);
-* handlers: a daemon thread pool and one asyncio loop (``executor``), or child processes
-  (``procpool``, ``pool="process"``) driven by one supervisor and one reader thread per child;
+  pool, ahead of them (``threads/claimahead.py``: bounded by what it can start soon; what
+  waits too long is handed back);
+* handlers: the pool (``pool.py``, the one interface the worker sees): a daemon thread pool
+  and one asyncio loop (``threads/``), or child processes (``processes/``, ``pool="process"``)
+  driven by one supervisor and one reader thread per child;
 * heartbeater: its own store connection; renews every in-flight lease in one statement;
 * completer: writes outcomes in fenced batches;
 * deadlines: per-task timeouts; maintainer: reaper and pruner under leadership.
@@ -26,37 +27,31 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tether import _clock as clock
 from tether._context import JobContext
 from tether._errors import ShuttingDown, StoreGone
 from tether._maintenance.maintainer import Maintainer
-from tether._task import Task
 from tether._worker.completer import Completer, Pending
 from tether._worker.connections import open_stores
 from tether._worker.deadlines import Deadlines, Timeouts
-from tether._worker.executor import Executor
-from tether._worker.health import StoreHealth, classify, one_line, worth_logging
+from tether._worker.fetcher import Fetcher
+from tether._worker.health import StoreHealth, one_line
 from tether._worker.heartbeater import Heartbeater
-from tether._worker.intake import Intake
 from tether._worker.paused import PausedQueues
+from tether._worker.pool import Pool, make_pool
 from tether._worker.poolconfig import make_pool_config
-from tether._worker.procpool import ProcessPool
 from tether._worker.registry import Registry, Running
 from tether._worker.shutdown import Phase, Shutdown
 from tether._worker.unknown import unknown_task_outcome
 from tether.stores._contract import JobRecord, Outcome, Store, WorkerInfo
-from tether.stores._replay import new_request_id
 
 if TYPE_CHECKING:
     from tether._runtime import Runtime
 
 log = logging.getLogger("tether.worker")
 
-#: Longest pause between claims while the store fails: it bounds how long after the store's
-#: return an idle worker resumes.
-FETCH_BACKOFF_MAX = 0.5
 #: How long a forced stop (second signal) waits for the store, in all: to hand leases back,
 #: flush outcomes and unregister. A store that does not answer by then is not waited for.
 FORCED_EXIT_WAIT = 2.0
@@ -91,9 +86,9 @@ class Worker:
         idle); the maintainer still reaps and prunes."""
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
-        self.pool = make_pool_config(runtime, pool, app_spec=app_spec,
-                                     max_tasks_per_child=max_tasks_per_child,
-                                     max_memory_per_child=max_memory_per_child)
+        config = make_pool_config(runtime, pool, app_spec=app_spec,
+                                  max_tasks_per_child=max_tasks_per_child,
+                                  max_memory_per_child=max_memory_per_child)
         self.runtime = runtime
         self.settings = runtime.settings
         self.concurrency = concurrency
@@ -101,8 +96,7 @@ class Worker:
         self.queues = list(queues) if queues else runtime.registry.queues()
         self.id = new_worker_id()
         self.shutdown = Shutdown(grace=self.settings.shutdown_timeout)
-        self.registry = Registry(ProcessPool.capacity(concurrency)
-                                 if self.pool.kind == "process" else concurrency)
+        self.registry = Registry(concurrency)
         self.store: Store = runtime.store
         # periodic jobs: a duty of the maintenance leader
         periodic = runtime.registry.schedules() if schedules else []
@@ -120,32 +114,30 @@ class Worker:
         self.completer = Completer(self.store, self.id, self.registry, runtime.events,
                                    on_fatal=fatal, health=self.health)
         self.deadlines = Deadlines(fatal)
-        self.timeouts = Timeouts(self.deadlines, self.registry, self._settle,
-                                 runtime.registry.find_task)
-        self.intake = Intake(self.registry, self.pool, self._settle, self.store, runtime.events,
-                             self.completer, concurrency=concurrency, owner=self.id,
-                             claim_batch=self.settings.claim_batch, claim_ahead=claim_ahead,
-                             notify=self._notify, on_fatal=fatal, on_start=self._on_start,
-                             on_child_start=self.timeouts.arm_late)
-        self.executor = self.intake.executor
-        self.ahead = self.intake.ahead
+        self.timeouts = Timeouts(self.deadlines, self.registry, self._settle)
+        self.pool: Pool = make_pool(
+            config, self.registry, concurrency=concurrency, settle=self._settle,
+            on_claimed=self._claimed, on_started=self.timeouts.arm, on_fatal=fatal,
+            store=self.store, events=runtime.events, completer=self.completer, notify=self._notify,
+            owner=self.id, claim_ahead=self.settings.claim_batch if claim_ahead else 0)
         self.maintainer = Maintainer(
             self._maint_store, self.id, self.settings, runtime.events, on_fatal=fatal,
             reap=self.settings.reaper_interval > 0,
             schedules=periodic) if self._maint_store is not None else None
-        self._fetcher = threading.Thread(target=self._fetch_loop, name="tether-fetcher",
-                                         daemon=True)
         self.claimed = 0
         self._unknown_warned: set[str] = set()  # task names warned about (once per name)
         self._exit_by = float("inf")  # forced stop: the monotonic time to be gone by
         self.pauses = PausedQueues(self.store, self.queues)
+        self.fetcher = Fetcher(self.store, self.id, self.queues, self.settings, self.registry,
+                               self.pool, self.shutdown, self.pauses, self.health,
+                               start=self._start, on_fatal=fatal)
 
     # -- running -----------------------------------------------------------------------------
     def run(self, *, install_signals: bool = True) -> int:
         """Run until stopped; returns the process exit code (0 on a clean stop)."""
         restore = self.shutdown.install() if install_signals else (lambda: None)
         try:
-            self.executor.start()  # a process pool's children have imported the app before a claim
+            self.pool.start()  # a process pool's children have imported the app before a claim
             self.store.register_worker(WorkerInfo(
                 self.id, socket.gethostname(), os.getpid(), tuple(self.queues), self.concurrency))
             log.debug("worker %s registered (pool=%s, lease_ttl=%ss)", self.id, self.pool.kind,
@@ -153,7 +145,7 @@ class Worker:
             for part in (self.heartbeater, self.completer, self.maintainer):
                 if part is not None:
                     part.start()
-            self._fetcher.start()
+            self.fetcher.start()
             self._supervise()
         finally:
             restore()
@@ -180,13 +172,13 @@ class Worker:
         while sd.phase == Phase.DRAINING:
             if self.registry.wait_empty(min(0.1, max(0.0, deadline - clock.monotonic()))):
                 break
-            self.intake.hand_back_stale()  # the fetcher has stopped: its hand-back goes on here
+            self.pool.hand_back_stale()  # the fetcher has stopped: its hand-back goes on here
             if clock.monotonic() >= deadline:
                 sd.force("shutdown_timeout reached")
         if sd.phase == Phase.FORCED:
             self._exit_by = clock.monotonic() + FORCED_EXIT_WAIT
             self.completer.give_up_at = self._exit_by
-        self._fetcher.join(min(5.0, self._left()))
+        self.fetcher.join(min(5.0, self._left()))
         if sd.phase == Phase.FORCED:
             self._hand_back()
         self.registry.wait_empty(5.0)
@@ -241,7 +233,7 @@ class Worker:
                 part.stop(min(5.0, self._left()))
         self.completer.stop(min(10.0, self._left()))
         self.deadlines.stop()
-        self.executor.stop()
+        self.pool.stop()
         self._bounded(lambda: self.store.unregister_worker(self.id), "unregister the worker")
         for s in (self._hb_store, self._maint_store):
             if s is not None:
@@ -279,102 +271,33 @@ class Worker:
         except Exception as exc:
             log.warning("could not wake other workers: %s", one_line(exc))
 
-    # -- fetching ----------------------------------------------------------------------------
-    def _fetch_loop(self) -> None:
-        try:
-            backoff, streak = 0.05, 0
-            # A claim that failed transiently may have happened with its reply lost: the next
-            # claim reuses its request id (and its send time, which the trust window of the
-            # jobs it got is counted from), so the store hands those jobs back to us.
-            replay: tuple[str, float] | None = None
-            intake = self.intake
-            while not self.shutdown.stopping:
-                intake.before_claim()
-                free = self.registry.wait_free(intake.wait_at_most(0.5),
-                                               lambda: self.shutdown.stopping)
-                if free <= 0 or self.shutdown.stopping:
-                    continue
-                active = self.pauses.active()
-                if not active:  # every queue of ours is paused
-                    self.shutdown.changed.wait(self.pauses.every)
-                    continue
-                now = clock.monotonic()
-                if replay is not None and now - replay[1] >= self.settings.lease_ttl:
-                    replay = None  # whatever it claimed has expired by now
-                request_id, sent = replay or (new_request_id(), now)
-                jobs = None
-                try:
-                    jobs = self.store.claim(self.id, active,
-                                            min(free, self.settings.claim_batch),
-                                            self.settings.lease_ttl,
-                                            request_id=request_id)
-                    if not jobs:
-                        replay = None
-                        self.store.wait_for_jobs(
-                            self.queues, intake.wait_at_most(self.settings.poll_interval))
-                except Exception as exc:
-                    if classify(exc) == "gone":
-                        self._fatal(exc)
-                        return
-                    if jobs is None and classify(exc) == "transient":
-                        replay = (request_id, sent)  # the claim may have happened
-                    streak += 1
-                    self._fetch_failed(exc, now, streak)
-                    self.shutdown.changed.wait(backoff)
-                    backoff = min(backoff * 2, FETCH_BACKOFF_MAX)
-                    continue
-                replay = None
-                backoff, streak = 0.05, 0
-                self.health.ok()
-                intake.hand_over([e for e in (self._start(job, sent + self.settings.lease_ttl)
-                                              for job in jobs) if e is not None])
-        except BaseException as exc:
-            log.critical("fetcher died", exc_info=True)
-            self._fatal(exc)
-
-    def _fetch_failed(self, exc: BaseException, sent: float, streak: int) -> None:
-        self.health.failed(exc, sent)
-        transient = classify(exc) == "transient"
-        level = logging.WARNING if transient else logging.ERROR
-        if not worth_logging(streak):
-            level = logging.DEBUG
-        log.log(level, "fetching failed %d time(s) in a row (%s); retrying every %.1fs at most",
-                streak, one_line(exc), FETCH_BACKOFF_MAX, exc_info=not transient and streak == 1)
-
-    def _start(self, job: JobRecord, trusted_until: float) -> Running | None:
-        """Start a claimed job, or (thread pool) return its entry to queue for a slot."""
+    # -- claimed jobs ------------------------------------------------------------------------
+    def _start(self, job: JobRecord, trusted_until: float) -> None:
+        """Hand a claimed job to the pool (the fetcher dispatches the claim after its last
+        job); a job of a task this worker does not know is settled here."""
         self.claimed += 1
         entry = Running(JobContext(job, self.store, self.runtime.codec), trusted_until)
         task = self.runtime.registry.find_task(job.task)
-        if task is not None and self.ahead is not None:
-            if self.shutdown.phase == Phase.FORCED:
-                entry.interrupt(ShuttingDown)
-            entry.task = task  # queued: _on_start runs when a handler thread takes it
-            return entry
-        self.registry.add(entry)
-        self.runtime.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
-                                 detail={"task": job.task, "queue": job.queue})
         if task is None:
+            self.registry.add(entry)
+            self._claimed(entry)
             self.registry.settle_once(entry)
             first = job.task not in self._unknown_warned
             self._unknown_warned.add(job.task)
             self._settle(entry, unknown_task_outcome(
                 job, entry.lease, self.id, self.settings.unknown_task_timeout, warn=first))
             self.registry.mark(entry, returned=True)
-            return None
+            return
         if self.shutdown.phase == Phase.FORCED:
             entry.interrupt(ShuttingDown)
-        if isinstance(self.executor, Executor):  # a process pool arms it when the child starts
-            self.timeouts.arm(entry, task)
-        self.executor.submit(entry, task)
-        return None
+        self.pool.submit(entry, task)
 
-    def _on_start(self, entry: Running, task: Task[Any, Any]) -> None:
-        """A queued job got its slot (handler thread): its time limit runs from now."""
+    def _claimed(self, entry: Running) -> None:
+        """The attempt holds a slot (the pool says when: a thread pool when a handler thread
+        takes it from the backlog, a process pool at once)."""
         job = entry.ctx.job
         self.runtime.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
                                  detail={"task": job.task, "queue": job.queue})
-        self.timeouts.arm(entry, task)
 
     def _settle(self, entry: Running, outcome: Outcome | None) -> None:
         self.timeouts.cancel(entry)

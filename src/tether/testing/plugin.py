@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from tether._app import App
+from tether._appspec import load_app
 from tether._errors import ConfigError
-from tether._worker.appspec import load_app
 from tether.stores import open_store
 from tether.testing._drain import DrainedJob, drain
 from tether.testing._fresh import check_choice, fresh_url

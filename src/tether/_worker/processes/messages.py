@@ -1,117 +1,75 @@
 """What process-pool children say to their worker, and what their exit means.
 
-A reader thread per child (``pipereader``) reads its pipe in order, so a child's messages are
-handled in the order it sent them: the outcome of one job before the ``start`` of the next
-(the child flushes both in one write before the next handler runs). That order is what makes
-a child's end precise: the attempt it had said ``start`` for and not reported ends as
+Invariant: a child's end is precise. A reader thread per child (``pipes.py``) reads its pipe in
+order, so a child's messages are handled in the order it sent them: the outcome of one job
+before the ``start`` of the next (the child flushes both in one write before the next handler
+runs). So when a child dies, the attempt it had said ``start`` for and not reported ends as
 ``stalled``; the jobs it held and never said ``start`` for never ran and go back as
-``released``.
+``released``. Whatever a stopped child reports afterwards is ignored: the stop decided that
+attempt's outcome.
+
+Here is where a job's path through the pool ends: a ``start`` arms its timeout, an ``outcome``
+ends it (``Attempts.finish``); nothing here calls back into the pool but ``dispatch``, to send
+elsewhere what a retiring or dead child gave back.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
-import threading
-from collections import deque
 from collections.abc import Callable
 
 from tether import _clock as clock
 from tether._errors import ConfigError, LeaseInterrupted, StoreError
 from tether._events import Events
-from tether._worker import wire
-from tether._worker.children import Child, State, describe_exit
-from tether._worker.fleet import Fleet
-from tether._worker.pipereader import PipeReader
 from tether._worker.poolconfig import PoolConfig
+from tether._worker.processes import wire
+from tether._worker.processes.attempts import Attempts, key_of, stopped_outcome
+from tether._worker.processes.children import Child, State, describe_exit
+from tether._worker.processes.fleet import Fleet
+from tether._worker.processes.sendahead import Ahead
 from tether._worker.registry import Running
-from tether._worker.sendahead import Ahead
-from tether.stores._contract import JobRecord, Leases, Outcome
+from tether.stores._contract import Leases, Outcome
 
 log = logging.getLogger("tether.pool")
 
 
-def stopped_outcome(entry: Running) -> Outcome | None:
-    """What to write for an attempt the worker stopped or withdrew (see the invariants)."""
-    why = entry.ctx.stop_reason
-    if why == "JobCancelled":
-        return Outcome(entry.lease, "cancelled", error="cancelled on request")
-    if why == "ShuttingDown":
-        return Outcome(entry.lease, "released")
-    return None
-
-
-def key_of(entry: Running) -> tuple[int, int]:
-    return entry.ctx.id, entry.ctx.attempt
-
-
 class ChildMessages:
-    """The reading half of :class:`~tether._worker.procpool.ProcessPool` (its state is the
-    pool's; every change under the fleet's lock)."""
+    """What children say, handled on their reader threads (``pipes.py``); every change to a
+    child or an attempt under the fleet's lock."""
 
-    config: PoolConfig
-    store: Leases
-    events: Events
-    owner: str
-    fleet: Fleet
-    ahead: Ahead
-    _cond: threading.Condition
-    pipes: PipeReader
-    _queue: deque[Running]
-    _running: dict[Running, Child]
-    _on_fatal: Callable[[BaseException], None]
-    _on_started: Callable[[Running, float], None]
+    def __init__(
+        self,
+        attempts: Attempts,
+        fleet: Fleet,
+        ahead: Ahead,
+        *,
+        store: Leases,
+        events: Events,
+        config: PoolConfig,
+        owner: str,
+        on_started: Callable[[Running, float], None],
+        on_fatal: Callable[[BaseException], None],
+        dispatch: Callable[[], None],
+    ) -> None:
+        self.attempts = attempts
+        self.fleet = fleet
+        self.ahead = ahead
+        self.store = store
+        self.events = events
+        self.config = config
+        self.owner = owner
+        self._on_started = on_started  # arms the attempt's timeout, ``late`` seconds late
+        self._on_fatal = on_fatal
+        self._dispatch = dispatch  # send waiting attempts (those a child gave back) elsewhere
+        self._cond = fleet.cond
 
-    def _dispatch(self) -> None:
-        raise NotImplementedError
-
-    def _take_back(self, child: Child, entry: Running) -> None:
-        raise NotImplementedError
-
-    def _finish(self, entry: Running, outcome: Outcome | None) -> None:
-        raise NotImplementedError
-
-    def _send(self, child: Child, header: wire.Header) -> None:
-        self._post(child, wire.encode(header))
-
-    def _post(self, child: Child, data: bytes = b"") -> bool:
-        """Write what the pool queued for ``child`` (``Child.outbox``: jobs and messages), then
-        ``data``; False if its pipe is closed. Messages reach a child in the order they were
-        queued under the lock, yet nothing is encoded or written under it: the writer's lock
-        is held from taking the outbox to the end of the write (never the other way round)."""
-
-        def take() -> bytes:
-            with self._cond:
-                queued, child.outbox = child.outbox, []
-            out: list[bytes] = []
-            jobs: list[JobRecord] = []
-            for item in queued:  # consecutive jobs: one ``runs`` message
-                if isinstance(item, bytes):
-                    if jobs:
-                        out.append(wire.encode_runs(jobs))
-                        jobs = []
-                    out.append(item)
-                else:
-                    jobs.append(item.ctx.job)
-            if jobs:
-                out.append(wire.encode_runs(jobs))
-            out.append(data)
-            return b"".join(out)
-
-        try:
-            child.writer.flush(take)
-        except OSError:
-            return False
-        return True
-
-    def _reader_for(self, child: Child) -> None:
-        self.pipes.add(child)
-
-    def _on_messages(self, child: Child, messages: list[wire.Message]) -> None:
+    def on_messages(self, child: Child, messages: list[wire.Message]) -> None:
+        """Messages ``child`` wrote, in order (its reader thread)."""
         for header, blobs in messages:
             self._handle(child, header, blobs)
 
-    def _on_end(self, child: Child) -> None:
+    def on_end(self, child: Child) -> None:
         """The child's pipe is closed and every message before it handled: reap it and end
         what it held."""
         try:
@@ -164,15 +122,15 @@ class ChildMessages:
                 if not child.ahead or key_of(child.ahead[0]) != key:
                     raise wire.ProtocolError(f"start of {key}, which it does not hold next")
                 entry = child.ahead[0]
-                self._take_back(child, entry)
-                self._running[entry] = child
+                self.attempts.take_back(child, entry)
+                self.attempts.sent[entry] = child
                 child.entry, child.state = entry, State.BUSY
                 child.started_at = float(start[2])
         if entry is None:
             assert late is not None
             log.warning("stopping child %d: it started job %s attempt %s after it was "
                         "withdrawn", child.pid, *key)
-            self._send(child, {"op": "stop", "why": late.ctx.stop_reason or "ShuttingDown"})
+            child.send(self._cond, {"op": "stop", "why": late.ctx.stop_reason or "ShuttingDown"})
             child.signal(signal.SIGTERM)
             return
         self._on_started(entry, max(0.0, clock.monotonic() - child.started_at))
@@ -193,7 +151,7 @@ class ChildMessages:
                 return  # a stopped attempt's late report: the stop decided its outcome
             outcome = wire.outcome_of(header, blobs, entry.lease)
             child.entry = None
-            del self._running[entry]
+            del self.attempts.sent[entry]
             child.jobs += 1
             # The handler's own time, as the child measured it: time until this message was
             # read would count the worker's own delays, shrinking what it sends ahead just
@@ -203,7 +161,7 @@ class ChildMessages:
                              else clock.monotonic() - child.started_at)
             if child.load == 0:
                 child.state = State.IDLE
-        self._finish(entry, outcome)  # the reader dispatches once per round
+        self.attempts.finish(entry, outcome)  # the reader dispatches once per round
 
     def _retire(self, child: Child, why: str) -> None:
         """The child starts nothing more (recycled between jobs): what it held goes to others."""
@@ -212,8 +170,8 @@ class ChildMessages:
             child.state = State.RETIRING
             back = list(child.ahead)
             for entry in back:
-                self._take_back(child, entry)
-            self._queue.extendleft(reversed(back))
+                self.attempts.take_back(child, entry)
+            self.attempts.waiting.extendleft(reversed(back))
             self.fleet.poke()
         log.info("child %d %s", child.pid, why)
         child.writer.close()  # it exits at end of file; the supervisor starts a replacement
@@ -232,7 +190,7 @@ class ChildMessages:
                 reply["ok"] = write(entry.lease, text)
             except StoreError as exc:
                 reply["error"] = f"{type(exc).__name__}: {exc}"
-        self._send(child, reply)
+        child.send(self._cond, reply)
         if entry is not None and reply["ok"] is False and "error" not in reply:
             log.warning("job %s attempt %s: %s from child %d rejected: the lease is lost",
                         entry.ctx.id, entry.ctx.attempt, what, child.pid)
@@ -246,10 +204,10 @@ class ChildMessages:
             fatal = self.fleet.remove(child, returncode)
             entry, child.entry = child.entry, None
             if entry is not None:
-                self._running.pop(entry, None)
+                self.attempts.sent.pop(entry, None)
             queued = list(child.ahead)
             for waiting in queued:
-                self._take_back(child, waiting)
+                self.attempts.take_back(child, waiting)
             child.withdrawn.clear()
             closing = self.fleet.closing
         status = describe_exit(returncode)
@@ -265,7 +223,7 @@ class ChildMessages:
                         "without running", waiting.ctx.id, waiting.ctx.attempt, child.pid,
                         status)
             waiting.extra["why"] = f"not started: its child {child.pid} {status}"
-            self._finish(waiting, None if closing else Outcome(waiting.lease, "released"))
+            self.attempts.finish(waiting, None if closing else Outcome(waiting.lease, "released"))
         self.events.emit(
             "child_exited", job_id=entry.ctx.id if entry else None,
             attempt=entry.ctx.attempt if entry else None, worker=self.owner,
@@ -290,4 +248,4 @@ class ChildMessages:
             log.error("job %s attempt %s: %s; the attempt ends as a stall", ctx.id, ctx.attempt,
                       error)
             outcome = Outcome(entry.lease, "stalled", error=error, reason="stalled")
-        self._finish(entry, outcome)
+        self.attempts.finish(entry, outcome)

@@ -1,6 +1,6 @@
 """The children of a process pool, as processes: how many, which are idle, and who kills them.
 
-The pool (``procpool``) decides about *attempts*; the fleet keeps the *processes*:
+The pool (``pool.py``) decides about *attempts*; the fleet keeps the *processes*:
 
 * ``size`` live children at all times: a child that dies, is stopped or is recycled is replaced
   at once (a stopped or recycled one already counts as gone while it exits, so its replacement
@@ -23,16 +23,20 @@ import threading
 from collections.abc import Callable
 
 from tether import _clock as clock
-from tether._worker import wire
-from tether._worker.children import Child, State, describe_exit, spawn
+from tether._loop import Loop
 from tether._worker.poolconfig import PoolConfig
+from tether._worker.processes import wire
+from tether._worker.processes.children import Child, State, describe_exit, spawn
 
 log = logging.getLogger("tether.pool")
 MEMORY_EVERY = 0.1  # seconds between RSS checks of busy children (with max_memory_per_child)
 MAX_START_FAILURES = 3
 
 
-class Fleet:
+class Fleet(Loop):
+    """The children, kept by a supervisor loop (``tether-pool``): :meth:`open` starts it,
+    :meth:`stop` closes the fleet (the pool ends the children)."""
+
     def __init__(
         self,
         size: int,
@@ -43,6 +47,8 @@ class Fleet:
         on_fatal: Callable[[BaseException], None],
         on_tick: Callable[[], float | None] = lambda: None,
     ) -> None:
+        super().__init__("tether-pool", log=log, on_fatal=on_fatal,
+                         died="process pool supervisor died")
         self.size = size
         self.config = config
         self.cond = threading.Condition()
@@ -53,16 +59,14 @@ class Fleet:
         self.spawned = 0
         self._init = init
         self._on_spawned = on_spawned
-        self._on_fatal = on_fatal
         self._on_tick = on_tick
         self._dirty = False
         self._failures = 0
         self._spawn_after = 0.0
-        self._thread = threading.Thread(target=self._supervise, name="tether-pool", daemon=True)
 
-    def start(self, timeout: float) -> str | None:
+    def open(self, timeout: float) -> str | None:
         """Start ``size`` children and wait until they are ready; the error if they are not."""
-        self._thread.start()
+        self.start()
         with self.cond:
             ready = self.cond.wait_for(
                 lambda: self.start_error is not None or self.serving() >= self.size, timeout)
@@ -70,15 +74,15 @@ class Fleet:
             self.started = error is None
         return error
 
-    def close(self) -> None:
-        """Stop replacing children (the pool ends them)."""
+    def wake(self) -> None:
+        """Stop replacing children (the pool ends them), from ``stop()``."""
         with self.cond:
             self.closing = True
             self.poke()
 
-    def join(self, timeout: float) -> None:
-        if self._thread.is_alive() and threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
+    @property
+    def stopping(self) -> bool:
+        return self.closing
 
     def poke(self) -> None:
         """Wake the supervisor (lock held)."""
@@ -120,40 +124,38 @@ class Fleet:
         with self.cond:
             return [c.pid for c in self.children if c.state is not State.DEAD]
 
-    # -- the supervisor thread ---------------------------------------------------------------
-    def _supervise(self) -> None:
-        try:
-            while True:
-                with self.cond:
-                    if self.closing:
-                        return
-                    now = clock.monotonic()
-                    kill = [c for c in self.children
-                            if c.kill_at is not None and not c.killed and c.kill_at <= now]
-                    for c in kill:
-                        c.killed = True
-                    missing = 0
-                    if self.start_error is None and now >= self._spawn_after:
-                        missing = self.size - sum(c.live for c in self.children)
-                    busy = [c for c in self.children
-                            if c.entry is not None and c.stop_why is None]
-                for c in kill:
-                    log.warning("child %d still alive %.1fs after SIGTERM: SIGKILL", c.pid,
-                                self.config.stop_grace)
-                    c.signal(signal.SIGKILL)
-                for _ in range(missing):
-                    self._spawn()
-                if self.config.max_memory_per_child is not None:
-                    self._check_memory(busy, self.config.max_memory_per_child)
-                hint = self._on_tick()
-                with self.cond:
-                    if not self._dirty and not self.closing:
-                        wait = self._next_wait(bool(busy))
-                        self.cond.wait(wait if hint is None else min(wait, max(0.001, hint)))
-                    self._dirty = False
-        except BaseException as exc:
-            log.critical("process pool supervisor died", exc_info=True)
-            self._on_fatal(exc)
+    # -- the supervisor loop ------------------------------------------------------------------
+    def round(self) -> float:
+        """SIGKILL what outlived its stop, replace what is missing, watch memory, run the
+        pool's tick; then wait (on the fleet's lock) until poked or something is due."""
+        with self.cond:
+            if self.closing:
+                return 0.0
+            now = clock.monotonic()
+            kill = [c for c in self.children
+                    if c.kill_at is not None and not c.killed and c.kill_at <= now]
+            for c in kill:
+                c.killed = True
+            missing = 0
+            if self.start_error is None and now >= self._spawn_after:
+                missing = self.size - sum(c.live for c in self.children)
+            busy = [c for c in self.children
+                    if c.entry is not None and c.stop_why is None]
+        for c in kill:
+            log.warning("child %d still alive %.1fs after SIGTERM: SIGKILL", c.pid,
+                        self.config.stop_grace)
+            c.signal(signal.SIGKILL)
+        for _ in range(missing):
+            self._spawn()
+        if self.config.max_memory_per_child is not None:
+            self._check_memory(busy, self.config.max_memory_per_child)
+        hint = self._on_tick()
+        with self.cond:
+            if not self._dirty and not self.closing:
+                wait = self._next_wait(bool(busy))
+                self.cond.wait(wait if hint is None else min(wait, max(0.001, hint)))
+            self._dirty = False
+        return 0.0
 
     def _next_wait(self, busy: bool) -> float:
         now = clock.monotonic()

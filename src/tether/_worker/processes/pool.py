@@ -1,7 +1,7 @@
 """The process pool: each attempt runs in a child process; a child runs one at a time and
 holds a few more sent ahead, so it never waits for its worker between two short jobs.
 
-It replaces the thread executor and nothing else: claiming, the batched heartbeat, the lease
+It replaces the thread pool and nothing else: claiming, the batched heartbeat, the lease
 watch, deadlines, completion and shutdown stay in the worker process, exactly as with threads.
 The heartbeater and the deadlines stop an attempt with ``Running.interrupt``; here that kills
 the child running it, or withdraws it from the child holding it.
@@ -32,6 +32,13 @@ Invariants:
   the other children carry on.
 * No job waits long behind a slow handler (``sendahead``): what is queued behind a handler past
   ``PATIENCE`` is withdrawn and released.
+
+A job's path, in one direction: :meth:`ProcessPool.submit` queues it (``attempts.py``),
+:meth:`ProcessPool.dispatch` picks a child (``sendahead.py``) and writes it to the child's pipe
+(``children.py``, ``wire.py``); the child runs it (``child.py``, another process); its reader
+thread (``pipes.py``) hands what the child says to ``messages.py``, which ends the attempt
+(``Attempts.finish``). Stopping an attempt and the supervisor's tick (here) end attempts the
+same way.
 """
 
 from __future__ import annotations
@@ -39,7 +46,6 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -47,54 +53,46 @@ from tether import _clock as clock
 from tether._errors import ConfigError, Interrupted, LeaseInterrupted
 from tether._events import Events
 from tether._task import Task
-from tether._worker import sendahead, wire
-from tether._worker.childmessages import ChildMessages, key_of, stopped_outcome
-from tether._worker.children import Child, State
-from tether._worker.fleet import Fleet
-from tether._worker.pipereader import PipeReader
 from tether._worker.poolconfig import PoolConfig
+from tether._worker.processes import sendahead, wire
+from tether._worker.processes.attempts import Attempts, key_of, stop_reason, stopped_outcome
+from tether._worker.processes.children import Child, State
+from tether._worker.processes.fleet import Fleet
+from tether._worker.processes.messages import ChildMessages
+from tether._worker.processes.pipes import PipeReader
+from tether._worker.processes.sendahead import Ahead
 from tether._worker.registry import Registry, Running
-from tether._worker.sendahead import Ahead
 from tether.stores._contract import Leases, Outcome
 
 log = logging.getLogger("tether.pool")
 START_TIMEOUT = 60.0
 
 
-def stop_reason(entry: Running, why: type[Interrupted]) -> str:
-    first = entry.ctx.stop_reason or why.__name__
-    if first == "JobCancelled":
-        return "cancel requested"
-    if first == "ShuttingDown":
-        return "worker shutting down"
-    return "timeout" if entry.extra.get("timed_out") else "lease lost"
+class ProcessPool:
+    """The :class:`~tether._worker.pool.Pool` whose handlers run in child processes."""
 
+    kind = "process"
+    claims_ahead = False  # it sends ahead to children instead (``sendahead``)
 
-class ProcessPool(ChildMessages):
     def __init__(
         self,
         registry: Registry,
+        concurrency: int,
+        *,
         settle: Callable[[Running, Outcome | None], None],
+        on_claimed: Callable[[Running], None],
+        on_started: Callable[[Running, float], None],
         store: Leases,
         events: Events,
         config: PoolConfig,
-        *,
-        concurrency: int,
         owner: str,
         on_fatal: Callable[[BaseException], None],
-        on_started: Callable[[Running, float], None] = lambda entry, ran: None,
     ) -> None:
         self.registry = registry
-        self._settle = settle
-        self.store = store
-        self.events = events
+        registry.set_capacity(self.capacity(concurrency))
+        self._on_claimed = on_claimed
         self.config = config
         self.concurrency = concurrency
-        self.owner = owner
-        self._on_fatal = on_fatal
-        self._on_started = on_started  # arms the attempt's timeout, ``ran`` seconds late
-        self._queue: deque[Running] = deque()  # attempts waiting for a child
-        self._running: dict[Running, Child] = {}  # every attempt sent to a child, run or not
         init: wire.Header = {
             "op": "init", "spec": config.app_spec, "url": config.url, "sys_path": list(sys.path),
             "log_level": logging.getLogger("tether").getEffectiveLevel(),
@@ -103,8 +101,13 @@ class ProcessPool(ChildMessages):
         self.fleet = Fleet(concurrency, config, init, on_spawned=self._reader_for,
                            on_fatal=on_fatal, on_tick=self._tick)
         self._cond = self.fleet.cond  # one lock for the children and the attempts
+        self.attempts = Attempts(registry, settle, self._cond)
         self.ahead = Ahead(self.fleet, config.max_tasks_per_child)
-        self.pipes = PipeReader(self._on_messages, self._dispatch, self._on_end, on_fatal)
+        self.messages = ChildMessages(
+            self.attempts, self.fleet, self.ahead, store=store, events=events, config=config,
+            owner=owner, on_started=on_started, on_fatal=on_fatal, dispatch=self.dispatch)
+        self.pipes = PipeReader(self.messages.on_messages, self.dispatch, self.messages.on_end,
+                                on_fatal)
 
     @staticmethod
     def capacity(concurrency: int) -> int:
@@ -115,7 +118,7 @@ class ProcessPool(ChildMessages):
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self, timeout: float = START_TIMEOUT) -> None:
         """Start the children and wait until every one has imported the app."""
-        error = self.fleet.start(timeout)
+        error = self.fleet.open(timeout)
         if error is not None:
             self.stop()
             raise ConfigError(f"process pool: a child could not start: {error}")
@@ -126,11 +129,10 @@ class ProcessPool(ChildMessages):
         """End every child (closing its pipe ends it; SIGKILL if it lingers) and wait."""
         if self.fleet.closing:
             return
-        self.fleet.close()
-        self.fleet.join(5.0)  # no child is started after this
+        self.fleet.stop(5.0)  # no child is started after this
         with self._cond:
-            children, queued = list(self.fleet.children), list(self._queue)
-            self._queue.clear()
+            children, queued = list(self.fleet.children), list(self.attempts.waiting)
+            self.attempts.waiting.clear()
         for entry in queued:
             self.registry.mark(entry, returned=True)
         for child in children:
@@ -144,54 +146,70 @@ class ProcessPool(ChildMessages):
     def pids(self) -> list[int]:
         return self.fleet.pids()
 
+    def _reader_for(self, child: Child) -> None:
+        self.pipes.add(child)
+
     @property
     def spawned(self) -> int:
         return self.fleet.spawned
 
     # -- submitting and stopping attempts ----------------------------------------------------------
+    def before_claim(self) -> None:
+        """Nothing to do: what waits too long is released by the supervisor's tick."""
+
+    def hand_back_stale(self) -> None:
+        """Nothing to do: what waits too long is released by the supervisor's tick."""
+
+    def wait_at_most(self, seconds: float) -> float:
+        return seconds
+
     def submit(self, entry: Running, task: Task[Any, Any]) -> None:
-        """Queue an attempt; the fetcher sends its whole claim with :meth:`dispatch`."""
+        """Queue an attempt (it takes a slot at once: it is the pool's from its claim); the
+        fetcher sends its whole claim with :meth:`dispatch`."""
+        self.registry.add(entry)
+        self._on_claimed(entry)
+        entry.task = task
         entry.on_interrupt = self._interrupted
         entry.extra["bytes"] = wire.run_size(entry.ctx.job)  # not under the lock
         with self._cond:
             entry.extra["queued_at"] = clock.monotonic()
-            self._queue.append(entry)
+            self.attempts.waiting.append(entry)
         if entry.ctx.cancelled:  # interrupted before the hook was set
             self._interrupted(entry, LeaseInterrupted)
 
     def dispatch(self) -> None:
-        self._dispatch()
-
-    def _dispatch(self) -> None:
-        """Send waiting attempts to children, several per write to a child.
+        """Send waiting attempts to children, several per write to a child: what was
+        submitted (the fetcher calls it after every claim, even an empty one: a job waiting
+        for an idle child gets another chance), after every read of a child's pipe, and what a
+        retiring or dead child gave back.
 
         The jobs are assigned and queued in each child's outbox under the lock, in order (a
         child starts them in the order they arrive, and must say ``start`` for them in the
         order the worker assigned them); encoding (one ``runs`` message a batch) and writing
-        happen after it (``_post``), so the reader never waits on the lock for either. A write
+        happen after it (``Child.post``), so the reader never waits on the lock for either. A write
         to a busy child never blocks (``AHEAD_BYTES``, counted with ``wire.run_size``); an idle
         child is reading."""
         touched: dict[Child, int] = {}
         with self._cond:
             chooser = self.ahead.chooser(clock.monotonic())
-            while self._queue and not self.fleet.closing:
-                entry = self._queue[0]
+            while self.attempts.waiting and not self.fleet.closing:
+                entry = self.attempts.waiting[0]
                 size = int(entry.extra.get("bytes", 0))  # type: ignore[call-overload]
                 child = chooser.pick(size)
                 if child is None:
                     break  # a big one waits for an idle child
-                self._queue.popleft()
+                self.attempts.waiting.popleft()
                 entry.extra["child"] = child.pid
                 child.ahead.append(entry)
                 child.ahead_bytes += size
                 child.assigned += 1
                 child.state = State.BUSY
-                self._running[entry] = child
-                child.outbox.append(entry)  # encoded by _post, with the rest of the batch
+                self.attempts.sent[entry] = child
+                child.outbox.append(entry)  # encoded by post, with the rest of the batch
                 chooser.took(child)
                 touched[child] = touched.get(child, 0) + 1
         for child, n in touched.items():
-            if not self._post(child):
+            if not child.post(self._cond):
                 # It died: its reader sees end of file after whatever it said, and sends
                 # back as released every job it held and had not started.
                 child.signal(signal.SIGKILL)
@@ -203,11 +221,11 @@ class ProcessPool(ChildMessages):
         withdraw it from the child holding it."""
         withdrawn = False
         with self._cond:
-            child = self._running.get(entry)
+            child = self.attempts.sent.get(entry)
             if child is None:
-                if entry not in self._queue:
+                if entry not in self.attempts.waiting:
                     return
-                self._queue.remove(entry)
+                self.attempts.waiting.remove(entry)
             elif child.entry is entry:
                 if child.stop_why is not None:
                     return
@@ -215,7 +233,7 @@ class ProcessPool(ChildMessages):
                 child.kill_at = clock.monotonic() + self.config.stop_grace
                 self.fleet.poke()
             elif entry in child.ahead:
-                self._take_back(child, entry)
+                self.attempts.take_back(child, entry)
                 child.withdrawn[key_of(entry)] = entry
                 withdrawn = True
             else:
@@ -224,28 +242,15 @@ class ProcessPool(ChildMessages):
             if child is not None:
                 log.info("job %s attempt %s withdrawn from child %d before it started: %s",
                          entry.ctx.id, entry.ctx.attempt, child.pid, stop_reason(entry, why))
-                self._send(child, {"op": "withdraw", "job": entry.ctx.id,
-                                   "attempt": entry.ctx.attempt})
-            self._finish(entry, stopped_outcome(entry))
+                child.send(self._cond, {"op": "withdraw", "job": entry.ctx.id,
+                                        "attempt": entry.ctx.attempt})
+            self.attempts.finish(entry, stopped_outcome(entry))
             return
         log.warning("stopping child %d running job %s attempt %s: %s (SIGTERM, SIGKILL in "
                     "%.1fs)", child.pid, entry.ctx.id, entry.ctx.attempt, child.stop_why,
                     self.config.stop_grace)
-        self._send(child, {"op": "stop", "why": entry.ctx.stop_reason or why.__name__})
+        child.send(self._cond, {"op": "stop", "why": entry.ctx.stop_reason or why.__name__})
         child.signal(signal.SIGTERM)
-
-    def _take_back(self, child: Child, entry: Running) -> None:
-        """``entry`` is no longer held by ``child`` (lock held)."""
-        child.ahead.remove(entry)
-        child.ahead_bytes -= int(entry.extra.get("bytes", 0))  # type: ignore[call-overload]
-        self._running.pop(entry, None)
-        if child.load == 0 and child.state is State.BUSY:
-            child.state = State.IDLE
-
-    def _finish(self, entry: Running, outcome: Outcome | None) -> None:
-        if self.registry.settle_once(entry):
-            self._settle(entry, outcome)
-        self.registry.mark(entry, returned=True)
 
     # -- the supervisor's tick: nobody waits long behind a slow handler ------------------------
     def _tick(self) -> float | None:
@@ -260,36 +265,27 @@ class ProcessPool(ChildMessages):
                 assert child.entry is not None
                 why = (f"queued behind job {child.entry.ctx.id}, running for "
                        f"{now - child.started_at:.1f}s in child {child.pid}")
-                released += self._withdraw_all(child, why)
-            if self._queue and self.ahead.pick(now, 0) is None:
-                for entry in list(self._queue):
+                released += [(e, child, why) for e in self.attempts.withdraw_all(child)]
+            if self.attempts.waiting and self.ahead.pick(now, 0) is None:
+                for entry in list(self.attempts.waiting):
                     waited = now - float(entry.extra.get("queued_at", now))  # type: ignore[arg-type]
                     if waited >= sendahead.PATIENCE:
-                        self._queue.remove(entry)
+                        self.attempts.waiting.remove(entry)
                         released.append((entry, None, f"no child free for {waited:.1f}s"))
             capacity = self.ahead.capacity(now, self.concurrency)
-            busy = bool(self._queue) or any(c.load for c in self.fleet.children)
+            busy = bool(self.attempts.waiting) or any(c.load for c in self.fleet.children)
         # Refill when half of what is held ahead has run: a claim (and a write per child) per
         # batch, not per job; the children have work meanwhile.
         self.registry.set_capacity(capacity, (capacity - self.concurrency) // 2)
         self._release(released)
         return sendahead.PATIENCE / 4 if busy else None
 
-    def _withdraw_all(self, child: Child, why: str) -> list[tuple[Running, Child | None, str]]:
-        """Take back every job ``child`` holds unstarted (lock held)."""
-        out: list[tuple[Running, Child | None, str]] = []
-        for entry in list(child.ahead):
-            self._take_back(child, entry)
-            child.withdrawn[key_of(entry)] = entry
-            out.append((entry, child, why))
-        return out
-
     def _release(self, released: list[tuple[Running, Child | None, str]]) -> None:
         for entry, holder, why in released:
             log.info("job %s attempt %s released without running: %s", entry.ctx.id,
                      entry.ctx.attempt, why)
             if holder is not None:
-                self._send(holder, {"op": "withdraw", "job": entry.ctx.id,
-                                    "attempt": entry.ctx.attempt})
+                holder.send(self._cond, {"op": "withdraw", "job": entry.ctx.id,
+                                         "attempt": entry.ctx.attempt})
             entry.extra["why"] = f"not started: {why}"
-            self._finish(entry, Outcome(entry.lease, "released"))
+            self.attempts.finish(entry, Outcome(entry.lease, "released"))

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import heapq
 
-from tether._worker.children import Child, State
-from tether._worker.fleet import Fleet
+from tether._worker.processes.children import Child, State
+from tether._worker.processes.fleet import Fleet
 
 #: Most jobs a child may hold besides the one it runs.
 AHEAD = 40

@@ -1,4 +1,4 @@
-"""A process-pool child: ``python -m tether._worker.child FD_IN FD_OUT PARENT_PID``.
+"""A process-pool child: ``python -m tether._worker.processes.child FD_IN FD_OUT PARENT_PID``.
 
 It imports the app by its ``MODULE:APP`` spec and runs the attempts its worker sends, one at a
 time and in the order sent, on its main thread (``async def`` tasks on an event loop of its
@@ -42,6 +42,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from tether import _clock as clock
+from tether._appspec import load_runtime
 from tether._context import JobContext, bind, unbind
 from tether._errors import (
     Interrupted,
@@ -50,11 +51,10 @@ from tether._errors import (
     ShuttingDown,
     StoreError,
 )
-from tether._worker import wire
-from tether._worker.appspec import load_runtime
-from tether._worker.children import rss_mib
-from tether._worker.executor import decide, describe
+from tether._worker.outcome import decide, describe
 from tether._worker.poolconfig import CHILD_ENV
+from tether._worker.processes import wire
+from tether._worker.processes.children import rss_mib
 from tether.stores._contract import Capabilities, Lease, Leases, Outcome
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """``MODULE:APP`` specs: how a process finds the App it serves (see
-:mod:`tether._worker.appname` for the form and for naming a loaded App)."""
+:mod:`tether._appname` for the form and for naming a loaded App)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import os
 import sys
 
 from tether._app import App
+from tether._appname import check_spec, derive_spec
 from tether._errors import ConfigError
 from tether._runtime import Runtime
-from tether._worker.appname import check_spec, derive_spec
 
 __all__ = ["check_spec", "derive_spec", "load_app", "load_runtime"]
 

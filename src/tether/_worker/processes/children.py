@@ -1,7 +1,7 @@
 """One process-pool child as its worker sees it: the process, its two pipes, and its state.
 
-Children are started with ``subprocess`` (fork+exec of ``python -m tether._worker.child``), not
-``multiprocessing``, because:
+Children are started with ``subprocess`` (fork+exec of ``python -m
+tether._worker.processes.child``), not ``multiprocessing``, because:
 
 * exec gives a clean interpreter: nothing of the multi-threaded worker (threads, held locks,
   store connections, sockets) is copied into it, which a plain fork would do unsafely;
@@ -14,6 +14,10 @@ Children are started with ``subprocess`` (fork+exec of ``python -m tether._worke
 The price is an interpreter start and the app's import per child (about 0.15 s), paid once per
 child: children are started once and reused, and replaced only when one dies, is stopped, or
 is recycled (``max_tasks_per_child``, ``max_memory_per_child``).
+
+Invariants: a child is signalled only until it is reaped (its pid may be another process's
+after that), and what the pool queues for a child reaches it in the order it was queued
+(:meth:`Child.post`), with nothing encoded or written under the pool's lock.
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tether._worker import wire
+from tether._worker.processes import wire
 from tether._worker.registry import Running
+from tether.stores._contract import JobRecord
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-_TETHER_ROOT = str(Path(__file__).resolve().parents[2])  # holds the tether package
+_TETHER_ROOT = str(Path(__file__).resolve().parents[3])  # holds the tether package
 
 
 class State(enum.Enum):
@@ -95,6 +100,41 @@ class Child:
     def rss_mib(self) -> float | None:
         return rss_mib(self.pid)
 
+    def send(self, lock: threading.Condition, header: wire.Header) -> None:
+        """:meth:`post` one message (after what is already queued for it)."""
+        self.post(lock, wire.encode(header))
+
+    def post(self, lock: threading.Condition, data: bytes = b"") -> bool:
+        """Write what the pool queued for this child (``outbox``: jobs and messages), then
+        ``data``; False if its pipe is closed. Messages reach a child in the order they were
+        queued under ``lock`` (the fleet's), yet nothing is encoded or written under it: the
+        writer's lock is held from taking the outbox to the end of the write (never the other
+        way round)."""
+
+        def take() -> bytes:
+            with lock:
+                queued, self.outbox = self.outbox, []
+            out: list[bytes] = []
+            jobs: list[JobRecord] = []
+            for item in queued:  # consecutive jobs: one ``runs`` message
+                if isinstance(item, bytes):
+                    if jobs:
+                        out.append(wire.encode_runs(jobs))
+                        jobs = []
+                    out.append(item)
+                else:
+                    jobs.append(item.ctx.job)
+            if jobs:
+                out.append(wire.encode_runs(jobs))
+            out.append(data)
+            return b"".join(out)
+
+        try:
+            self.writer.flush(take)
+        except OSError:
+            return False
+        return True
+
 
 def spawn(init: wire.Header) -> Child:
     """Start a child and send it ``init``; its ``ready`` (or ``fatal``) comes on its pipe."""
@@ -105,8 +145,8 @@ def spawn(init: wire.Header) -> Child:
         [_TETHER_ROOT, *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tether._worker.child", str(to_child_r), str(from_child_w),
-             str(os.getpid())],
+            [sys.executable, "-m", "tether._worker.processes.child", str(to_child_r),
+             str(from_child_w), str(os.getpid())],
             pass_fds=(to_child_r, from_child_w), stdin=subprocess.DEVNULL, env=env,
             start_new_session=True)
     except BaseException:

@@ -1,13 +1,18 @@
-"""The executor: runs handlers and turns how they ended into an outcome.
+"""The thread pool: handlers run on threads of the worker process (``pool="thread"``).
 
 Plain functions run on a pool of daemon threads (a handler that never returns cannot hold the
 process open at exit); ``async def`` handlers run on one event loop thread. Both share the
 worker's slots: a handler thread takes the oldest claimed job from the registry's backlog when
 a slot is free (``Registry.take``), runs a sync handler itself and hands an async one to the
-loop, so a job goes from the fetcher to the thread that runs it in one hand-off.
+loop, so a job goes from the fetcher to the thread that runs it in one hand-off. The fetcher
+claims ahead of the free slots (``claimahead.py``); what waits too long is handed back.
 
-Exactly one outcome is decided per attempt (``Registry.settle_once``): the
-handler's end, its timeout, or a forced shutdown, whichever comes first.
+Invariants:
+
+* Exactly one outcome is decided per attempt (``Registry.settle_once``): the handler's end,
+  its timeout, or a forced shutdown, whichever comes first.
+* A handler thread frees its slot whatever happens while settling (``_finish``): a thread
+  that died there would leak a slot for good.
 """
 
 from __future__ import annotations
@@ -15,55 +20,46 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 from tether import _clock as clock
-from tether import _text as text
-from tether._context import JobContext, bind, unbind
-from tether._errors import (
-    Fail,
-    Interrupted,
-    JobCancelled,
-    LeaseInterrupted,
-    Retry,
-    ShuttingDown,
-)
-from tether._task import BadArguments, Task
+from tether._context import bind, unbind
+from tether._task import Task
+from tether._worker.completer import Completer
+from tether._worker.outcome import decide, describe
 from tether._worker.registry import Registry, Running
+from tether._worker.threads.claimahead import ClaimAhead
 from tether.stores._contract import Outcome
 
 log = logging.getLogger("tether.executor")
 _LOOP_LOCK = threading.Lock()  # handler threads may start the async loop concurrently
 
 
-def describe(exc: BaseException) -> str:
-    """The error text of an attempt: the exception, then the tail of its traceback, cleaned
-    by :func:`tether._text.clean_error` here so that what the worker logs and emits is exactly
-    what every store keeps (no NUL, no lone surrogate, at most ``text.MAX_ERROR``)."""
-    tb = "".join(traceback.format_exception(exc)).strip()
-    head = text.clean_error(f"{type(exc).__name__}: {exc}", text.MAX_ERROR // 2)
-    tail = text.clean_error(tb)
-    if len(tail) <= len(head):
-        return head
-    return text.clean_error(head + "\n" + tail[-(text.MAX_ERROR - len(head) - 1):])
+class ThreadPool:
+    """The :class:`~tether._worker.pool.Pool` whose handlers run on threads of the worker."""
 
+    kind = "thread"
 
-class Executor:
     def __init__(
         self,
         registry: Registry,
-        settle: Callable[[Running, Outcome | None], None],
         concurrency: int,
         *,
-        on_start: Callable[[Running, Task[Any, Any]], None] | None = None,
-        on_return: Callable[[float], None] | None = None,
+        settle: Callable[[Running, Outcome | None], None],
+        on_claimed: Callable[[Running], None],
+        on_started: Callable[[Running, float], None],
+        completer: Completer,
+        notify: Callable[[], None],
+        claim_ahead: int,
     ) -> None:
+        """``claim_ahead``: most jobs claimed beyond the free slots (0: none)."""
         self.registry = registry
         self._settle = settle
-        self._on_start = on_start
-        self._on_return = on_return
+        self._on_claimed = on_claimed
+        self._on_started = on_started
+        self.ahead = ClaimAhead(registry, claim_ahead, completer, notify)
+        self._claimed: list[Running] = []  # submitted since the last dispatch (the fetcher's)
         self._threads = [
             threading.Thread(target=self._thread_main, name=f"tether-handler-{i}", daemon=True)
             for i in range(concurrency)
@@ -80,10 +76,36 @@ class Executor:
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
 
+    @property
+    def claims_ahead(self) -> bool:
+        return self.ahead.limit > 0
+
+    # -- the fetcher's side --------------------------------------------------------------
+    def before_claim(self) -> None:
+        """Hand back what waited too long, and set how far ahead the next claim may reach."""
+        ahead = self.ahead
+        now = clock.monotonic()
+        ahead.hand_back_stale(now)
+        ahead.update(now)
+
+    def hand_back_stale(self) -> None:
+        """While draining (the fetcher has stopped), hand back what cannot start in time."""
+        self.ahead.hand_back_stale(clock.monotonic())
+
+    def wait_at_most(self, seconds: float) -> float:
+        return self.ahead.wait_at_most(seconds)
+
     def submit(self, entry: Running, task: Task[Any, Any]) -> None:
-        """Queue a claimed job; a handler thread starts it when a slot is free."""
+        """A claimed job; it goes to the backlog with the rest of its claim (``dispatch``)."""
         entry.task = task
-        self.registry.queue([entry], 1)
+        self._claimed.append(entry)
+
+    def dispatch(self) -> None:
+        """Queue the claim in the backlog in one hand-off, waking as many handler threads as
+        it needs (``ClaimAhead.wake``); a handler thread starts each when a slot is free."""
+        if self._claimed:
+            claimed, self._claimed = self._claimed, []
+            self.registry.queue(claimed, self.ahead.wake(len(claimed)))
 
     # -- sync ------------------------------------------------------------------------------
     def _thread_main(self) -> None:
@@ -95,9 +117,9 @@ class Executor:
             if entry is None:
                 return
             task = entry.task
-            assert isinstance(task, Task)
-            if self._on_start is not None:
-                self._on_start(entry, task)
+            assert task is not None
+            self._on_claimed(entry)
+            self._on_started(entry, 0.0)
             if task.is_async:
                 loop = self._ensure_loop()
                 entry.loop = loop
@@ -154,11 +176,10 @@ class Executor:
         """Settle the attempt; never raises, and frees the slot (a handler thread that died
         here would leak a slot for good): here, or (``mark=False``, a handler thread) in its
         next ``Registry.take``, which it reaches whatever happens here."""
-        if self._on_return is not None:
-            self._on_return(clock.monotonic() - entry.started_at)
+        self.ahead.observe(clock.monotonic() - entry.started_at)
         try:
             try:
-                outcome = self.outcome(entry, task, result, exc)
+                outcome = decide(entry.ctx, task, result, exc)
             except Exception as err:  # e.g. Retry(delay="soon"): still one clear outcome
                 outcome = Outcome(entry.lease, "error", error=describe(err), reason="error")
             if entry.ctx.completed_in_transaction:
@@ -172,48 +193,3 @@ class Executor:
             if mark:
                 self.registry.mark(entry, returned=True)
 
-    def outcome(
-        self, entry: Running, task: Task[Any, Any], result: Any, exc: BaseException | None
-    ) -> Outcome | None:
-        return decide(entry.ctx, task, result, exc)
-
-
-def decide(ctx: JobContext, task: Task[Any, Any], result: Any,
-           exc: BaseException | None) -> Outcome | None:
-    """The outcome of an attempt whose handler returned ``result`` or raised ``exc``.
-
-    Shared by the thread executor and the process-pool child, so both pools end attempts alike.
-
-    A result the store cannot hold, and arguments that do not fit the function
-    (:class:`~tether._task.BadArguments`), fail the job at once: running the handler again
-    cannot fix either, and re-running it would repeat its side effects for nothing.
-    """
-    lease = ctx.lease
-    why = ctx.stop_reason
-    if exc is None:
-        if result is None:  # most handlers return nothing: no encoder call for it
-            return Outcome(lease, "done", result="null")
-        try:
-            value = task.encode_result(result)
-        except TypeError as err:
-            return Outcome(lease, "dead", error=describe(err), reason="bad_result")
-        return Outcome(lease, "done", result=value)
-    if isinstance(exc, BadArguments):
-        return Outcome(lease, "dead", error=describe(exc), reason="bad_arguments")
-    if isinstance(exc, (asyncio.CancelledError, Interrupted)):
-        if why == "JobCancelled" or isinstance(exc, JobCancelled):
-            return Outcome(lease, "cancelled", error="cancelled on request")
-        if why == "ShuttingDown" or isinstance(exc, ShuttingDown):
-            return Outcome(lease, "released")
-        if why == "LeaseInterrupted" or isinstance(exc, LeaseInterrupted):
-            return None  # nothing to write: the lease is gone, the fence would reject it
-        return Outcome(lease, "error", error=describe(exc), reason="error",
-                       retry_delay=task.config.retry.delay(ctx.job.failures + 1))
-    if isinstance(exc, Fail):
-        return Outcome(lease, "dead", error=describe(exc), reason="error")
-    delay = task.config.retry.delay(ctx.job.failures + 1)
-    if isinstance(exc, Retry) and exc.delay is not None:
-        delay = max(0.0, exc.delay)
-    if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt in a handler
-        log.error("job %s raised %s", ctx.id, type(exc).__name__)
-    return Outcome(lease, "error", error=describe(exc), reason="error", retry_delay=delay)

@@ -4,7 +4,7 @@ A process-pool child is a fresh interpreter: it inherits nothing from its worker
 pickled to it, so it imports the app by name. The worker must therefore know that name: ``tether
 worker MODULE:APP`` has it; ``app.run_worker(pool="process")`` derives it from the module the App
 object lives in, or takes ``app_spec=``. Loading an app by its name is
-:func:`tether._worker.appspec.load_app` (which imports ``tether._app``; this module must not, as
+:func:`tether._appspec.load_app` (which imports ``tether._app``; this module must not, as
 the worker imports it and ``tether._app`` imports the worker). The worker holds the app's
 runtime, not the app: the app is found as the object whose ``runtime`` is that runtime.
 """

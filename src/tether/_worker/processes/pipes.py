@@ -23,8 +23,8 @@ import signal
 import threading
 from collections.abc import Callable
 
-from tether._worker import wire
-from tether._worker.children import Child
+from tether._worker.processes import wire
+from tether._worker.processes.children import Child
 
 log = logging.getLogger("tether.pool")
 

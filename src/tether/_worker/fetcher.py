@@ -1,0 +1,130 @@
+"""The fetcher: claims jobs for a worker's free slots and hands each claim to its pool.
+
+Invariants:
+
+* One ``claim`` write per batch, at most ``claim_batch`` jobs and no more than the registry
+  lets it hold (``Registry.wait_free``: the free slots, plus what a thread pool expects to
+  start soon), so the registry and the pool, not the fetcher, bound what a worker holds.
+* A claim that failed transiently may have happened with its reply lost: the next claim
+  reuses its request id and its send time (while that is less than ``lease_ttl`` old), so the
+  store hands those jobs back to us and their trust window counts from the first send.
+* Only ``StoreGone`` stops it (the worker with it). Any other failure is logged once per streak
+  (and every 100th) and retried with a backoff capped at :data:`FETCH_BACKOFF_MAX`, which
+  bounds how long after the store's return an idle worker resumes. A bug of its own ends the
+  loop and stops the worker (``tether._loop``).
+* Paused queues are not claimed from (``paused.py``); when all are paused it only waits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from tether import _clock as clock
+from tether._config import Settings
+from tether._loop import Loop
+from tether._worker.health import StoreHealth, classify, one_line, worth_logging
+from tether._worker.paused import PausedQueues
+from tether._worker.pool import Pool
+from tether._worker.registry import Registry
+from tether._worker.shutdown import Shutdown
+from tether.stores._contract import JobRecord, Store
+from tether.stores._replay import new_request_id
+
+log = logging.getLogger("tether.worker")
+
+#: Longest pause between claims while the store fails: it bounds how long after the store's
+#: return an idle worker resumes.
+FETCH_BACKOFF_MAX = 0.5
+
+
+class Fetcher(Loop):
+    def __init__(
+        self,
+        store: Store,
+        owner: str,
+        queues: Sequence[str],
+        settings: Settings,
+        registry: Registry,
+        pool: Pool,
+        shutdown: Shutdown,
+        pauses: PausedQueues,
+        health: StoreHealth,
+        *,
+        start: Callable[[JobRecord, float], None],
+        on_fatal: Callable[[BaseException], None],
+    ) -> None:
+        """``start(job, trusted_until)``: hand one claimed job to the pool (the worker's: it
+        knows the tasks); the fetcher dispatches the claim after its last job."""
+        super().__init__("tether-fetcher", log=log, on_fatal=on_fatal, died="fetcher died")
+        self.store = store
+        self.owner = owner
+        self.queues = queues
+        self.settings = settings
+        self.registry = registry
+        self.pool = pool
+        self.shutdown = shutdown
+        self.pauses = pauses
+        self.health = health
+        self._start = start
+        self._on_fatal = on_fatal
+        self._gone = False  # StoreGone: the worker stops, and so does this loop at once
+        self._backoff, self._streak = 0.05, 0
+        #: (request id, send time) of a claim that failed transiently: reused by the next.
+        self._replay: tuple[str, float] | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self._gone or self.shutdown.stopping
+
+    def round(self) -> float:
+        """Wait for free slots, claim, hand the jobs to the pool; waits happen inside."""
+        settings, pool, shutdown = self.settings, self.pool, self.shutdown
+        pool.before_claim()
+        free = self.registry.wait_free(pool.wait_at_most(0.5), lambda: shutdown.stopping)
+        if free <= 0 or shutdown.stopping:
+            return 0.0
+        active = self.pauses.active()
+        if not active:  # every queue of ours is paused
+            shutdown.changed.wait(self.pauses.every)
+            return 0.0
+        now = clock.monotonic()
+        replay = self._replay
+        if replay is not None and now - replay[1] >= settings.lease_ttl:
+            replay = self._replay = None  # whatever it claimed has expired by now
+        request_id, sent = replay or (new_request_id(), now)
+        jobs = None
+        try:
+            jobs = self.store.claim(self.owner, active, min(free, settings.claim_batch),
+                                    settings.lease_ttl, request_id=request_id)
+            if not jobs:
+                self._replay = None
+                self.store.wait_for_jobs(self.queues, pool.wait_at_most(settings.poll_interval))
+        except Exception as exc:
+            if classify(exc) == "gone":
+                self._gone = True
+                self._on_fatal(exc)
+                return 0.0
+            if jobs is None and classify(exc) == "transient":
+                self._replay = (request_id, sent)  # the claim may have happened
+            self._streak += 1
+            self._failed(exc, now, self._streak)
+            shutdown.changed.wait(self._backoff)
+            self._backoff = min(self._backoff * 2, FETCH_BACKOFF_MAX)
+            return 0.0
+        self._replay = None
+        self._backoff, self._streak = 0.05, 0
+        self.health.ok()
+        for job in jobs:
+            self._start(job, sent + settings.lease_ttl)
+        pool.dispatch()
+        return 0.0
+
+    def _failed(self, exc: BaseException, sent: float, streak: int) -> None:
+        self.health.failed(exc, sent)
+        transient = classify(exc) == "transient"
+        level = logging.WARNING if transient else logging.ERROR
+        if not worth_logging(streak):
+            level = logging.DEBUG
+        log.log(level, "fetching failed %d time(s) in a row (%s); retrying every %.1fs at most",
+                streak, one_line(exc), FETCH_BACKOFF_MAX, exc_info=not transient and streak == 1)

@@ -1,0 +1,1 @@
+"""The process pool: handlers run in child processes (``pool="process"``)."""

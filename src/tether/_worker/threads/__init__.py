@@ -1,0 +1,1 @@
+"""The thread pool: handlers run on threads of the worker process (``pool="thread"``)."""
