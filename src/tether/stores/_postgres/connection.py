@@ -27,7 +27,7 @@ import psycopg
 
 from tether._errors import ConfigError, StoreUnavailable
 from tether.stores._postgres.driver_errors import mapped, one_line
-from tether.stores._postgres.pool import Conn, Pool
+from tether.stores._postgres.pool import Conn, ConnectionPool
 from tether.stores._urls import redact, scrub, secrets_in, take_param
 
 DEFAULT_SCHEMA = "tether"
@@ -114,7 +114,7 @@ class Connector:
             "tcp_user_timeout": 10_000,
         }
         self._opened = False
-        self.pool = Pool(self.connect, max_size=max_size, timeout=timeout)
+        self.pool = ConnectionPool(self.connect, max_size=max_size, timeout=timeout)
         # Fail fast with the real reason (wrong host, password, database) at open time: the
         # preflight connection becomes the pool's first.
         self.pool.add(self.connect())

@@ -29,7 +29,7 @@ from tether.stores._postgres.slots import Slots, alive, status_of
 Conn = psycopg.Connection[Any]
 
 
-class Pool(Slots[Conn]):
+class ConnectionPool(Slots[Conn]):
     """At most ``max_size`` connections; ``getconn`` waits up to ``timeout`` for a free one
     when all are in use (the policy is :class:`slots.Slots`'). Thread-safe."""
 
@@ -96,4 +96,4 @@ class Pool(Slots[Conn]):
             pass
 
 
-__all__ = ["Conn", "Pool", "alive"]
+__all__ = ["Conn", "ConnectionPool", "alive"]

@@ -1,4 +1,4 @@
-"""The checkout policy both PostgreSQL pools share: :class:`pool.Pool` (threads) and
+"""The checkout policy both PostgreSQL pools share: :class:`pool.ConnectionPool` (threads) and
 :class:`apool.AsyncPool` (one event loop).
 
 The two differ only in how they wait, connect and close (a thread's condition or the loop's,
