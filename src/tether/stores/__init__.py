@@ -22,41 +22,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tether._errors import ConfigError
-from tether.stores._contract import (
-    REAPED_ERROR,
-    ROLES,
-    STATUSES,
-    TERMINAL,
-    Admin,
-    AsyncProducer,
-    Basics,
-    CancelResult,
-    Capabilities,
-    FailureReason,
-    HeartbeatResult,
-    JobFilter,
-    JobRecord,
-    JobStatus,
-    Leadership,
-    Lease,
-    Leases,
-    Lifecycle,
-    Maintenance,
-    NewJob,
-    Outcome,
-    OutcomeKind,
-    Producer,
-    QueueCount,
-    Reaped,
-    RetryResult,
-    ScheduleState,
-    Store,
-    StoreInfo,
-    Transactional,
-    WorkerInfo,
-    transactional_enqueue,
-    transactional_finish,
-)
+from tether.stores import _contract
+from tether.stores._contract import *  # noqa: F403 - the contract, re-exported whole
+from tether.stores._contract import Store
 from tether.stores._urls import redact
 
 DEFAULT_URL = "sqlite:///tether.db"
@@ -96,40 +64,5 @@ def open_store(url: str, **options: Any) -> Store:
     )
 
 
-__all__ = [
-    "DEFAULT_URL",
-    "REAPED_ERROR",
-    "ROLES",
-    "STATUSES",
-    "TERMINAL",
-    "Admin",
-    "AsyncProducer",
-    "Basics",
-    "CancelResult",
-    "Capabilities",
-    "FailureReason",
-    "HeartbeatResult",
-    "JobFilter",
-    "JobRecord",
-    "JobStatus",
-    "Leadership",
-    "Lease",
-    "Leases",
-    "Lifecycle",
-    "Maintenance",
-    "NewJob",
-    "Outcome",
-    "OutcomeKind",
-    "Producer",
-    "QueueCount",
-    "Reaped",
-    "RetryResult",
-    "ScheduleState",
-    "Store",
-    "StoreInfo",
-    "Transactional",
-    "WorkerInfo",
-    "open_store",
-    "transactional_enqueue",
-    "transactional_finish",
-]
+__all__ = ["DEFAULT_URL", "open_store"]
+__all__ += _contract.__all__
