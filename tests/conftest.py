@@ -8,6 +8,7 @@ import pytest
 
 import tether
 from tests.faults import FaultProxy
+from tests.pg_template import clone_for_url
 from tests.servers import PG_DSN, REDIS_URL, STORE_KINDS, isolated_url, require_server
 from tether.stores import Store, open_store
 
@@ -25,7 +26,11 @@ def store_url(store_kind: str, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
+def store(store_kind: str, store_url: str) -> Iterator[Store]:
+    """The test's store, migrated. On PostgreSQL the schema is first cloned from a migrated
+    template (tests/pg_template.py), which leaves migrate() nothing to do but check it."""
+    if store_kind == "postgres":
+        clone_for_url(store_url)
     s = open_store(store_url)
     s.migrate()
     try:
