@@ -107,6 +107,7 @@ def test_a_lost_reply_retried_with_its_request_id_makes_one_job(proxied: Proxied
     assert [j.id for j in direct.list_jobs(limit=100) if j.task == task] == ids
 
 
+@pytest.mark.slow
 def test_a_waiter_through_an_outage_is_woken_or_times_out(proxied: Proxied) -> None:
     """A waiter whose notifications are cut gets a (spurious) wake-up once the listener is
     back, or its timeout: never an exception, never a hang past its timeout."""
@@ -128,6 +129,7 @@ def test_a_waiter_through_an_outage_is_woken_or_times_out(proxied: Proxied) -> N
     assert run_unblocked(main) < 15.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["wait", "await_result"])
 @pytest.mark.parametrize("kind", ["postgres", "redis"])
 def test_a_wait_rides_out_an_outage_at_its_start_and_in_its_middle(

@@ -141,6 +141,7 @@ def test_bad_ids_raise_value_error(store: Store) -> None:
         store.wait_for_finish([0], 0.1)
 
 
+@pytest.mark.slow
 def test_a_finish_racing_the_start_of_a_wait_is_never_missed(
     store: Store, open_another: Callable[[], Store]
 ) -> None:

@@ -72,6 +72,7 @@ def test_notify_wakes_a_waiter_on_the_same_store(store: Store) -> None:
     assert elapsed < WAIT / 2
 
 
+@pytest.mark.slow
 def test_notify_wakes_a_waiter_on_another_connection(
     store: Store,
     open_another: Callable[[], Store],

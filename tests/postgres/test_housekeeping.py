@@ -54,6 +54,7 @@ def test_below_threshold_does_nothing(pg: tuple[PostgresStore, str]) -> None:
     assert store.housekeeping() is None
 
 
+@pytest.mark.slow
 def test_churn_is_vacuumed_and_claims_stay_short(pg: tuple[PostgresStore, str]) -> None:
     store, schema = pg
     store.enqueue([NewJob("t") for _ in range(30_000)])

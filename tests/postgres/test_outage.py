@@ -78,6 +78,7 @@ def _wait_until(cond: Callable[[], bool], timeout: float) -> None:
         time.sleep(0.01)
 
 
+@pytest.mark.slow
 def test_wait_for_jobs_never_raises_during_an_outage(
     pg: PostgresStore, fault_proxy: Callable[[str], FaultProxy]
 ) -> None:
@@ -110,6 +111,7 @@ def test_wait_for_jobs_never_raises_during_an_outage(
         store.close()
 
 
+@pytest.mark.slow
 def test_a_waiter_wakes_within_a_second_of_the_servers_return(
     pg: PostgresStore, fault_proxy: Callable[[str], FaultProxy]
 ) -> None:
@@ -140,6 +142,7 @@ def test_a_waiter_wakes_within_a_second_of_the_servers_return(
         store.close()
 
 
+@pytest.mark.slow
 def test_the_pool_is_usable_at_once_when_the_server_returns(
     pg: PostgresStore, fault_proxy: Callable[[str], FaultProxy]
 ) -> None:

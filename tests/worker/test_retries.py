@@ -63,6 +63,7 @@ def test_enqueue_retries_a_transient_failure_with_the_same_request_id(
     assert seen[-1] != seen[0], "each enqueue call has its own request id"
 
 
+@pytest.mark.slow
 def test_enqueue_gives_up_on_a_store_that_stays_down_within_two_seconds(
     make_app: MakeApp,
 ) -> None:
@@ -146,6 +147,7 @@ def test_a_claim_whose_reply_is_lost_is_retried_with_the_same_request_id(
     assert (done.attempt, done.stall_count) == (1, 0), "the lost claim was orphaned and reaped"
 
 
+@pytest.mark.slow
 def test_a_store_busy_past_a_third_of_the_lease_is_reported_once(
     make_app: MakeApp, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -194,6 +196,7 @@ def test_a_store_busy_past_a_third_of_the_lease_is_reported_once(
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store_kind", ["sqlite"])
 def test_a_held_sqlite_write_lock_is_reported_after_a_third_of_the_lease(
     make_app: MakeApp, caplog: pytest.LogCaptureFixture
