@@ -14,7 +14,8 @@ from tests.servers import PG_DSN, REDIS_URL, STORE_KINDS, isolated_url, require_
 from tether.stores import Store, open_store
 
 #: Test directories whose every test is `serial` (tests/crash: real worker subprocesses killed
-#: and timed; tests/bench: the benchmarks' smoke run, which measures).
+#: and timed; tests/bench: the benchmarks' smoke run, which measures). Tests marked `crash`
+#: elsewhere are serial too.
 SERIAL_DIRS = ("crash", "bench")
 
 
@@ -27,7 +28,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rest: list[pytest.Item] = []
     for item in items:
         parts = Path(str(item.path)).relative_to(root).parts if item.path else ()
-        if item.get_closest_marker("serial") or (parts and parts[0] in SERIAL_DIRS):
+        if (item.get_closest_marker("serial") or item.get_closest_marker("crash")
+                or (parts and parts[0] in SERIAL_DIRS)):
             item.add_marker(pytest.mark.serial)
             item.add_marker(pytest.mark.xdist_group("serial"))
             serial.append(item)

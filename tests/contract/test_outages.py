@@ -62,6 +62,7 @@ def test_wait_for_jobs_never_raises_during_an_outage(store: Store, faulty: Fault
     assert woken == [True]
 
 
+@pytest.mark.serial  # bounds a latency promise in wall-clock seconds
 @pytest.mark.slow
 def test_a_waiter_wakes_within_a_second_of_the_servers_return(
     faulty: Faulty, store_kind: str, request: pytest.FixtureRequest

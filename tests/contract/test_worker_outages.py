@@ -21,7 +21,8 @@ from tests.faults import FaultProxy
 from tests.worker.helpers import wait_until
 from tether.stores import NewJob, Store
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+# serial: work must resume within RESUME seconds of the server's return (wall clock)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow, pytest.mark.serial]
 OUTAGE = 10.0
 RESUME = 2.0  # "about a second": the wake-up/poll plus scheduling noise on a loaded box
 

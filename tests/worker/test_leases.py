@@ -157,6 +157,7 @@ def waiting_job(make_app: MakeApp) -> Iterator[tuple[tether.App, int, FlakyStore
             flaky.release.set()
 
 
+@pytest.mark.serial  # bounds a latency promise in wall-clock seconds
 @pytest.mark.slow
 def test_unreachable_store_loses_the_lease_after_lease_ttl(make_app: MakeApp) -> None:
     with waiting_job(make_app) as (app, job_id, flaky, interrupted):
@@ -171,6 +172,7 @@ def test_unreachable_store_loses_the_lease_after_lease_ttl(make_app: MakeApp) ->
     assert app.get_job(job_id).attempt == 1
 
 
+@pytest.mark.serial  # bounds a latency promise in wall-clock seconds
 @pytest.mark.slow
 def test_hanging_heartbeat_still_loses_the_lease_within_lease_ttl(make_app: MakeApp) -> None:
     """A heartbeat stuck on a dead connection must not stretch the trust window."""
