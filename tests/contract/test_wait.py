@@ -20,7 +20,7 @@ from tests.contract.helpers import enqueue_one, fresh_queue, run_concurrently, r
 from tether.stores import Outcome, Store
 
 WAIT = 20.0  # a waiter woken by a notification returns long before this
-WOKEN = 5.0  # ... within this (generous: a loaded 2-core CI machine)
+WOKEN = WAIT / 2  # ... in under half of it, which a waiter nobody notified cannot do
 SETTLE = 0.3  # lets the waiter get past its first read, so the wake-up is what ends it
 
 
