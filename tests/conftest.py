@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -8,8 +9,34 @@ import pytest
 
 import tether
 from tests.faults import FaultProxy
+from tests.pg_template import clone_for_url
 from tests.servers import PG_DSN, REDIS_URL, STORE_KINDS, isolated_url, require_server
 from tether.stores import Store, open_store
+
+#: Test directories whose every test is `serial` (tests/crash: real worker subprocesses killed
+#: and timed; tests/bench: the benchmarks' smoke run, which measures). Tests marked `crash`
+#: elsewhere are serial too.
+SERIAL_DIRS = ("crash", "bench")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``--dist loadgroup``) the `serial` tests are one group: one process
+    runs them one at a time, while the other processes share the rest. The group goes first,
+    so its long run starts at once instead of becoming the suite's tail."""
+    root = Path(str(config.rootpath)) / "tests"
+    serial: list[pytest.Item] = []
+    rest: list[pytest.Item] = []
+    for item in items:
+        parts = Path(str(item.path)).relative_to(root).parts if item.path else ()
+        if (item.get_closest_marker("serial") or item.get_closest_marker("crash")
+                or (parts and parts[0] in SERIAL_DIRS)):
+            item.add_marker(pytest.mark.serial)
+            item.add_marker(pytest.mark.xdist_group("serial"))
+            serial.append(item)
+        else:
+            rest.append(item)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items[:] = serial + rest
 
 
 @pytest.fixture(params=STORE_KINDS)
@@ -25,7 +52,11 @@ def store_url(store_kind: str, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
+def store(store_kind: str, store_url: str) -> Iterator[Store]:
+    """The test's store, migrated. On PostgreSQL the schema is first cloned from a migrated
+    template (tests/pg_template.py), which leaves migrate() nothing to do but check it."""
+    if store_kind == "postgres":
+        clone_for_url(store_url)
     s = open_store(store_url)
     s.migrate()
     try:

@@ -83,6 +83,22 @@ class FaultProxy:
     def refusing(self) -> bool:
         return time.monotonic() < self._refuse_until
 
+    def wait_back(self, timeout: float = 10.0) -> bool:
+        """Block until a ``refuse`` is over AND the proxy listens again (the acceptor re-opens
+        its port within ~20 ms of the refusal's end): from then on a connection succeeds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if self._listener is not None and time.monotonic() >= self._refuse_until:
+                    return True
+            time.sleep(0.005)
+        return False
+
+    @property
+    def refusal_left(self) -> float:
+        """Seconds until a ``refuse`` ends (0 when not refusing)."""
+        return max(0.0, self._refuse_until - time.monotonic())
+
     def cut(self) -> None:
         with self._lock:
             pairs, self._pairs = self._pairs, []

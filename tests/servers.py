@@ -44,10 +44,9 @@ def require_server(kind: str) -> None:
 
 
 def _drop_pg_schema(schema: str) -> None:
-    import psycopg
+    from tests.pg_template import drop_schema  # imports this module
 
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    drop_schema(schema)
 
 
 def _drop_redis_prefix(prefix: str) -> None:

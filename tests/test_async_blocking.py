@@ -44,6 +44,7 @@ def slow(
             direct.close()
 
 
+@pytest.mark.slow
 def test_every_async_producer_call_leaves_the_loop_free(slow: tuple[Store, Store]) -> None:
     store, direct = slow
     t0 = direct.now()
@@ -76,6 +77,7 @@ def kind(request: pytest.FixtureRequest) -> str:
     return found
 
 
+@pytest.mark.slow
 def test_the_check_catches_a_blocking_store_call(slow: tuple[Store, Store]) -> None:
     store, _ = slow
 
@@ -86,6 +88,7 @@ def test_the_check_catches_a_blocking_store_call(slow: tuple[Store, Store]) -> N
         run_unblocked(blocks)
 
 
+@pytest.mark.slow
 def test_every_app_async_method_leaves_the_loop_free(
     tmp_path: Path, fault_proxy: Callable[[str], FaultProxy], kind: str,
 ) -> None:
@@ -211,6 +214,7 @@ def _checked_out(app: object, kind: str) -> int:
     return len(producer._clients[loop].client.connection_pool._in_use_connections)
 
 
+@pytest.mark.slow
 def test_waiters_on_a_listener_that_is_not_ready_leave_the_default_executor_free(
     tmp_path: Path,
 ) -> None:

@@ -34,6 +34,7 @@ def test_passes_traffic_and_drops_one_reply_after_the_write(
         client.close()
 
 
+@pytest.mark.slow
 def test_refuse_then_recover(fault_proxy: Callable[[str], FaultProxy]) -> None:
     proxy = fault_proxy("postgres")
     url = proxy.url(PG_DSN)

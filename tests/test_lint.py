@@ -17,6 +17,7 @@ def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
                           timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_mypy_strict() -> None:
     result = _run(sys.executable, "-m", "mypy", "--strict", "src/tether")

@@ -28,6 +28,7 @@ def producer(store_url: str) -> Iterator[tether.App]:
 
 
 # A worker in another process cannot reach a memory store (one per process): the server stores.
+@pytest.mark.slow
 @pytest.mark.parametrize("store_kind", STORE_KINDS)
 @pytest.mark.parametrize("pool", ["thread", "process"])
 def test_a_worker_runs_tasks_of_included_modules(

@@ -14,6 +14,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "tests" / "typing"
 
 
+# One test process for the module: its module-scoped fixture is built once, not once per
+# process.
+pytestmark = pytest.mark.xdist_group("api-typing")
+
+
 @pytest.fixture(scope="module")
 def mypy_output(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     """One mypy run over both samples (about 10 s); lines grouped by sample file."""

@@ -210,6 +210,7 @@ def first() -> int:
 '''
 
 
+@pytest.mark.slow
 def test_a_burst_enqueues_no_periodic_ticks_so_it_ends(tmp_path: Path) -> None:
     """A burst ends when nothing is due; a periodic task that runs as long as its period
     would keep it busy forever if the burst's own scheduler enqueued ticks. So a burst

@@ -113,6 +113,7 @@ def test_help_lists_every_command() -> None:
         assert command in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.timeout(120)
 def test_demo_holds_every_invariant(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 from tether.stores import NewJob, open_store
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.timeout(60)
 def test_standalone_reaper_reaps_and_releases_leadership(store_url: str) -> None:

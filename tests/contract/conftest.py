@@ -6,16 +6,43 @@ in-process store runs the whole contract; what needs several processes, test_pro
 a strict xfail on it with its reason; other suites with subprocesses keep the three others).
 Time is driven only through explicit ``now=`` arguments:
 a test takes ``t0`` (the store's clock, once) and passes ``now=t0 + x`` everywhere.
+
+Network faults (lost replies, outages, cut connections) go through ONE fixture, ``faulty``:
+the test's store reached through the loopback fault proxy of tests/faults.py, beside the
+direct ``store`` that sees what really happened. SQLite and the memory store have no network
+between the caller and the data, so every test that asks for ``faulty`` is a strict xfail on
+them (set at collection, with the reason), never a skip.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
+from tests.faults import FaultProxy
 from tests.servers import IN_PROCESS_KINDS
-from tether.stores import Store
+from tether.stores import Store, open_store
+
+#: Why a store cannot take part in a network-fault test.
+NO_NETWORK = {
+    "sqlite": "sqlite: no network between the caller and the database file: no reply to lose, "
+              "no server to lose",
+    "memory": "memory: the store is in the caller's process: no reply to lose, no server to "
+              "lose",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "faulty" not in getattr(item, "fixturenames", ()):
+            continue
+        callspec = getattr(item, "callspec", None)
+        kind = callspec.params.get("store_kind") if callspec is not None else None
+        if kind in NO_NETWORK:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=NO_NETWORK[kind]))
 
 
 @pytest.fixture(params=IN_PROCESS_KINDS)
@@ -38,3 +65,48 @@ def other_stores(open_another: Callable[[], Store]) -> Callable[[int], list[Stor
         return [open_another() for _ in range(n)]
 
     return _open
+
+
+@dataclass
+class Faulty:
+    """The test's store (same schema or key prefix as ``store``) reached through a fault proxy:
+    ``proxy`` breaks the network (``drop_next_reply``, ``refuse``, ``cut``, ``delay``), ``url``
+    is the store's URL through it (for Apps), ``open`` opens more stores through it."""
+
+    proxy: FaultProxy
+    url: str
+    opened: list[Store] = field(default_factory=list)
+    default: Store | None = None
+
+    def open(self, **options: Any) -> Store:
+        """Another store through the proxy (store options as open_store takes them); closed
+        after the test."""
+        store = open_store(self.url, **options)
+        self.opened.append(store)
+        return store
+
+    @property
+    def store(self) -> Store:
+        """The first store through the proxy, opened and migrated (which only checks the
+        schema, and on Redis loads the scripts) on first use."""
+        if self.default is None:
+            self.default = self.open()
+            self.default.migrate()
+        return self.default
+
+
+@pytest.fixture
+def faulty(
+    store: Store, store_kind: str, store_url: str,
+    fault_proxy: Callable[[str], FaultProxy],
+) -> Iterator[Faulty]:
+    """The one network-fault fixture of the contract suite (see the module docstring)."""
+    if store_kind in NO_NETWORK:
+        pytest.fail(NO_NETWORK[store_kind])
+    proxy = fault_proxy(store_kind)
+    made = Faulty(proxy, proxy.url(store_url))
+    try:
+        yield made
+    finally:
+        for opened in made.opened:
+            opened.close()

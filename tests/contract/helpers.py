@@ -26,6 +26,11 @@ R = TypeVar("R")
 TIME_TOL = 0.01
 #: The default lease TTL the helpers claim with.
 TTL = 30.0
+#: How long a wake-up test's waiter waits: one that is woken returns long before this, one
+#: that is not sleeps all of it. A test tells the two apart by the wait's result and by
+#: ``elapsed < WAKE_WAIT / 2``, never by a latency in milliseconds (the suite runs in
+#: parallel on a loaded machine).
+WAKE_WAIT = 20.0
 
 _queue_counter = itertools.count(1)
 
@@ -142,3 +147,40 @@ def run_concurrently(fns: Sequence[Callable[[], R]], timeout: float = 60.0) -> l
     if failures:
         raise failures[0]
     return results
+
+
+def settle(waiter: Store, queues: Sequence[str] = ("default",)) -> None:
+    """Wait on this thread until a wait is not woken. A store may end a thread's first wait at
+    once (PostgreSQL does, once its listener takes the key that makes enqueues NOTIFY), which
+    is an allowed spurious wake-up; without this a wake-up test would pass on it alone."""
+    for _ in range(10):
+        if not waiter.wait_for_jobs(list(queues), 0.2):
+            return
+    pytest.fail("every wait was woken with nothing to wake it")
+
+
+def wake_with(
+    waiter: Store, poke: Callable[[], object], queues: Sequence[str] = ("default",),
+    wait: float = WAKE_WAIT,
+) -> tuple[bool, float]:
+    """Start a waiter on ``queues`` (settled first, on its own thread), then poke every 50 ms
+    until it returns: a poke before it was waiting may be missed, so none is relied on alone.
+    Returns (what the wait returned, seconds from the first poke)."""
+    result: list[bool] = []
+    settled = threading.Event()
+
+    def run() -> None:
+        settle(waiter, queues)
+        settled.set()
+        result.append(waiter.wait_for_jobs(list(queues), wait))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert settled.wait(10), "the waiter never settled"
+    started = time.monotonic()
+    while thread.is_alive() and time.monotonic() - started < wait + 5:
+        poke()
+        thread.join(0.05)
+    thread.join(wait + 5)
+    assert not thread.is_alive(), "wait_for_jobs overran its timeout"
+    return result[0], time.monotonic() - started

@@ -19,6 +19,7 @@ from tether._errors import JobNotFound
 from tether.stores import AsyncProducer, Outcome, Store
 
 
+@pytest.mark.slow
 def test_the_detector_catches_a_blocking_call() -> None:
     """run_unblocked must be able to fail: a time.sleep on the loop is reported."""
 

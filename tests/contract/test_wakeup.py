@@ -6,48 +6,19 @@ is involved. Spurious wake-ups are allowed, so no test asserts that a wait is *n
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
 import pytest
 
-from tests.contract.helpers import lacks
+from tests.contract.helpers import WAKE_WAIT, lacks, wake_with
 from tether.stores import NewJob, Store
 
-WAIT = 5.0  # a waiter woken early returns long before this
-
-
-def _settle(waiter: Store) -> None:
-    """Wait on this thread until a wait is not woken. A store may end a thread's first wait at
-    once (PostgreSQL does, once its listener takes the key that makes enqueues NOTIFY), which
-    is an allowed spurious wake-up; without this the wake-up tests would pass on it alone."""
-    for _ in range(10):
-        if not waiter.wait_for_jobs(["default"], 0.2):
-            return
-    pytest.fail("every wait was woken with nothing to wake it")
+WAIT = WAKE_WAIT  # a waiter woken early returns long before this
 
 
 def _wake_with(waiter: Store, poke: Callable[[], None]) -> tuple[bool, float]:
-    """Start a waiter, poke until it returns (a poke before it subscribed may be missed)."""
-    result: list[bool] = []
-    settled = threading.Event()
-
-    def wait() -> None:
-        _settle(waiter)
-        settled.set()
-        result.append(waiter.wait_for_jobs(["default"], WAIT))
-
-    thread = threading.Thread(target=wait, daemon=True)
-    thread.start()
-    assert settled.wait(10), "the waiter never settled"
-    started = time.monotonic()
-    while thread.is_alive() and time.monotonic() - started < WAIT + 5:
-        poke()
-        thread.join(0.05)
-    thread.join(WAIT + 5)
-    assert not thread.is_alive(), "wait_for_jobs overran its timeout"
-    return result[0], time.monotonic() - started
+    return wake_with(waiter, poke, wait=WAIT)
 
 
 def test_wait_times_out(store: Store) -> None:
@@ -72,6 +43,7 @@ def test_notify_wakes_a_waiter_on_the_same_store(store: Store) -> None:
     assert elapsed < WAIT / 2
 
 
+@pytest.mark.slow
 def test_notify_wakes_a_waiter_on_another_connection(
     store: Store,
     open_another: Callable[[], Store],

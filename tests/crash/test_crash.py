@@ -215,7 +215,7 @@ def test_second_sigterm_hands_the_lease_back_at_once(
     # seen under CI-like load) does not count. The process exit must still beat the drain
     # (shutdown_timeout, the job runs 30 s) by far.
     forced = worker.logged_at("handing leases back now")
-    stopped = worker.logged_at(r"tether.worker: worker \S+ stopped$")
+    stopped = worker.logged_at(r"tether\.worker: worker \S+ stopped$")
     assert stopped - forced < FORCED_EXIT_WAIT + MARGIN, worker.log_text()
     exited = time.monotonic() - second_mono
     assert exited < cluster.shutdown_timeout / 2, f"exited {exited:.2f}s after the second SIGTERM"

@@ -112,7 +112,7 @@ def test_second_sigterm_while_the_store_is_down_exits_at_once(
     # "Within about 2 s" (guarantees.md) is the worker's own stop, FORCED_EXIT_WAIT: read from
     # its log, since the interpreter's exit on a loaded machine took 2 s more (5.0 s in all,
     # 2.7 s of it the worker's). The process exit must still beat the drain (10 s) by far.
-    stopped = worker.logged_at(r"tether.worker: worker \S+ stopped$")
+    stopped = worker.logged_at(r"tether\.worker: worker \S+ stopped$")
     own = stopped - worker.logged_at("handing leases back now")
     assert own < FORCED_EXIT_WAIT + 1.0, f"stopped {own:.1f}s after the second SIGTERM:\n{log}"
     assert took < cluster.shutdown_timeout / 2, f"exited {took:.1f}s after it:\n{log}"

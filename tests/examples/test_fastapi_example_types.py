@@ -12,6 +12,7 @@ import pytest
 from tests.examples.conftest import EXAMPLES
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_mypy_strict_accepts_the_fastapi_example(tmp_path: Path) -> None:
     app = EXAMPLES / "fastapi_app"

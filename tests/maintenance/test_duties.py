@@ -89,6 +89,7 @@ def _settings(**options: float) -> Settings:
     return make_settings(lease_ttl=10.0, leader_ttl=6.0, leader_retry=0.1, **options)
 
 
+@pytest.mark.slow
 def test_maintainers_whose_settings_disagree_are_reported_once(
     store: Store, open_another: Callable[[], Store], caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,

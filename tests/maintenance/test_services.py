@@ -176,6 +176,7 @@ class SlowHousekeeping:
         return getattr(self.inner, name)
 
 
+@pytest.mark.slow
 def test_housekeeping_runs_beside_the_reaper_not_in_its_way(
     store: Store, open_another: Callable[[], Store]
 ) -> None:

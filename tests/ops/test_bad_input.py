@@ -70,6 +70,11 @@ CASES: list[tuple[int, list[str]]] = [
 ]
 
 
+# One test process for the module: its module-scoped fixture is built once, not once per
+# process.
+pytestmark = pytest.mark.xdist_group("ops-bad-input")
+
+
 @pytest.fixture(scope="module")
 def migrated(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = f"sqlite:///{tmp_path_factory.mktemp('bad') / 'x.db'}"

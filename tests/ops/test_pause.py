@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 import tether
 from tests.worker.helpers import running, wait_until
 
 
+@pytest.mark.slow
 def test_worker_skips_a_paused_queue_until_resumed(store_url: str) -> None:
     app = tether.App(store_url, lease_ttl=1.5, poll_interval=0.05)
 

@@ -16,6 +16,7 @@ from tether._periodic import tick_of
 from tether.stores import open_store
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 @pytest.mark.timeout(60)
 def test_standalone_reaper_enqueues_scheduled_jobs(store_url: str, tmp_path: Path) -> None:

@@ -271,6 +271,7 @@ def test_a_worker_runs_a_schedule_and_handlers_see_the_tick(
     assert state.last_job_id is not None
 
 
+@pytest.mark.slow
 def test_a_periodic_job_runs_with_its_tasks_options(app: tether.App) -> None:
     """Queue, priority, max_attempts and timeout of the task apply to its scheduled jobs: a
     tick's job that outlives its 0.3 s timeout fails for good after its single attempt."""

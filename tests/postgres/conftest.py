@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.pg_template import clone_for_url
 from tests.servers import PG_DSN, isolated_url
 from tether.stores._postgres.store import PostgresStore
 
@@ -36,7 +37,10 @@ def open_pg(pg_url: str) -> Iterator[Callable[..., PostgresStore]]:
 
 
 @pytest.fixture
-def pg(open_pg: Callable[..., PostgresStore]) -> PostgresStore:
+def pg(pg_url: str, open_pg: Callable[..., PostgresStore]) -> PostgresStore:
+    """A store on the test's schema, migrated: cloned from the migrated template
+    (tests/pg_template.py), so migrate() only checks it. Tests of migration use ``open_pg``."""
+    clone_for_url(pg_url)
     store = open_pg()
     store.migrate()
     return store

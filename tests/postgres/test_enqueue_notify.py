@@ -121,6 +121,7 @@ def test_the_key_is_given_up_after_the_linger(
         assert _payloads_until_marker(listener, pg.channel) == []
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_an_idle_worker_is_woken_at_once_by_an_enqueue(pg_url: str) -> None:
     """A real worker, idle with a 30 s poll: a job enqueued from another App starts within a

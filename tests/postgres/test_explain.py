@@ -24,7 +24,8 @@ from tether.stores._postgres.store import PostgresStore
 BULK = 1_000_000
 _PARAM = re.compile(r"%\((\w+)\)s")
 
-pytestmark = pytest.mark.slow
+# One test process for the module: its million-row fixture is built once, not once per process.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("postgres-explain")]
 
 
 class Bulk:

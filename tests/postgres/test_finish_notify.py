@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import psycopg
+import pytest
 
 from tests.contract.aioloop import run_unblocked
 from tests.servers import PG_DSN
@@ -124,6 +125,7 @@ def test_a_finish_inside_the_callers_transaction_always_notifies(pg: PostgresSto
     assert [n.payload for n in notes] == [str(job.id)]
 
 
+@pytest.mark.slow
 def test_a_waiter_whose_listener_cannot_get_the_done_key_still_wakes(
     pg: PostgresStore, admin: psycopg.Connection[Any]
 ) -> None:

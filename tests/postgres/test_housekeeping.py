@@ -7,12 +7,10 @@ import json
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
 
-from tests.servers import PG_DSN, isolated_url
 from tether.stores import NewJob, Outcome
 from tether.stores._postgres.statements import for_schema
 from tether.stores._postgres.store import PostgresStore
@@ -21,20 +19,26 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-def pg(tmp_path: Path) -> Iterator[tuple[PostgresStore, str]]:
-    with isolated_url("postgres", tmp_path) as url:
-        store = PostgresStore(url, vacuum_threshold=2_000)
-        store.migrate()
-        try:
-            yield store, url.rsplit("schema=", 1)[1]
-        finally:
-            store.close()
+def pg(scratch_db: str) -> Iterator[tuple[PostgresStore, str]]:
+    """A store on a database of its own: VACUUM keeps every dead row that a snapshot open in
+    the same database might still see, so another test's open transaction (tests run in
+    parallel) would keep the churn below from being vacuumed."""
+    store = PostgresStore(scratch_db + "?schema=tether", vacuum_threshold=2_000)
+    store.migrate()
+    try:
+        yield store, store.schema
+    finally:
+        store.close()
 
 
-def claim_index_pages(schema: str) -> int:
+def _dsn(store: PostgresStore) -> str:
+    return store.url.split("?", 1)[0]
+
+
+def claim_index_pages(store: PostgresStore, schema: str) -> int:
     """Buffers the claim's index scan touches: grows with dead entries, not with live work."""
     claim = for_schema(schema)["claim"].encode()
-    with psycopg.connect(PG_DSN, autocommit=True) as conn, \
+    with psycopg.connect(_dsn(store), autocommit=True) as conn, \
             conn.transaction(force_rollback=True):
         plan = conn.execute(
             b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + claim,
@@ -54,6 +58,7 @@ def test_below_threshold_does_nothing(pg: tuple[PostgresStore, str]) -> None:
     assert store.housekeeping() is None
 
 
+@pytest.mark.slow
 def test_churn_is_vacuumed_and_claims_stay_short(pg: tuple[PostgresStore, str]) -> None:
     store, schema = pg
     store.enqueue([NewJob("t") for _ in range(30_000)])
@@ -62,14 +67,14 @@ def test_churn_is_vacuumed_and_claims_stay_short(pg: tuple[PostgresStore, str]) 
         jobs = store.claim("w", ["default"], 200, 30)
         store.finish([Outcome(j.lease, "done") for j in jobs])
         claimed += len(jobs)
-    bloated = claim_index_pages(schema)
+    bloated = claim_index_pages(store, schema)
     deadline = time.monotonic() + 30  # the server flushes its statistics about once a second
     done = store.housekeeping()
     while done is None and time.monotonic() < deadline:
         time.sleep(0.2)
         done = store.housekeeping()
     assert done is not None and "vacuumed" in done
-    after = claim_index_pages(schema)
+    after = claim_index_pages(store, schema)
     assert after * 5 < bloated, (bloated, after)
     assert store.counts()  # the store still answers; no job was touched
 
@@ -78,7 +83,7 @@ def test_request_records_older_than_a_day_are_deleted(pg: tuple[PostgresStore, s
     store, schema = pg
     [old] = store.enqueue([NewJob("t")], request_id="old-request")
     [new] = store.enqueue([NewJob("t")], request_id="new-request")
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
+    with psycopg.connect(_dsn(store), autocommit=True) as conn:
         conn.execute(f'UPDATE "{schema}".requests SET created_at = now() - interval \'25 hours\' '
                      "WHERE id = 'old-request'")
     assert store.housekeeping() == "deleted 1 request record(s)"

@@ -25,7 +25,8 @@ from tether._errors import StoreUnavailable
 from tether._worker.worker import Worker
 from tether.stores._postgres.store import PostgresStore
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+# serial: work must resume within RESUME seconds of the server's return (wall clock)
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(120)]
 
 OUTAGE = 10.0
 #: How soon after the server's return a waiting job must be claimed (issue #8: ~1 s).

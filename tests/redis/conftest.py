@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import redis
 
-from tests.faults import FaultProxy
 from tests.redis.own_server import OwnRedis
 from tests.servers import REDIS_URL, isolated_url
 from tether.stores._redis.store import RedisStore
@@ -68,18 +67,3 @@ def own_redis_aof(tmp_path: Path) -> Iterator[OwnRedis]:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture
-def proxied(
-    fault_proxy: Callable[[str], FaultProxy], redis_url: str
-) -> Iterator[tuple[RedisStore, FaultProxy]]:
-    """A RedisStore that talks to the shared server through a fault proxy (same prefix as
-    ``rstore``, so ``rstore`` sees what the proxied store did)."""
-    proxy = fault_proxy("redis")
-    store = RedisStore(proxy.url(redis_url))
-    store.migrate()
-    try:
-        yield store, proxy
-    finally:
-        store.close()

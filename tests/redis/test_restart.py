@@ -7,13 +7,13 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.contract.helpers import WAKE_WAIT, wake_with
 from tether._errors import StoreUnavailable
 from tether.stores import NewJob, Outcome
 from tether.stores._redis.store import RedisStore
@@ -99,14 +99,11 @@ def test_store_survives_a_server_restart(server: PrivateRedis) -> None:
         deadline = time.monotonic() + 10
         while store.wait_for_jobs(["q"], 0.05):
             assert time.monotonic() < deadline
-        woken: list[bool] = []
-        waiter = threading.Thread(target=lambda: woken.append(store.wait_for_jobs(["q"], 5)))
-        waiter.start()
-        time.sleep(0.1)
-        sent = time.perf_counter()
-        store.enqueue([NewJob("t", queue="q")])
-        waiter.join(5)
-        assert woken == [True]
-        assert time.perf_counter() - sent < 0.5
+        # Poked until it returns (one enqueue before it was waiting may be missed); woken,
+        # it returns long before its WAKE_WAIT timeout, which it would sleep out otherwise.
+        woken, elapsed = wake_with(store, lambda: store.enqueue([NewJob("t", queue="q")]),
+                                   queues=["q"])
+        assert woken is True
+        assert elapsed < WAKE_WAIT / 2
     finally:
         store.close()

@@ -69,6 +69,7 @@ def test_a_copy_moved_back_in_place_is_still_gone(open_store: SQLiteStore, tmp_p
         open_store.claim("w", ["default"], 1, 30.0)
 
 
+@pytest.mark.slow
 def test_default_check_notices_within_about_a_second(
     make_store: Callable[..., SQLiteStore], tmp_path: Path
 ) -> None:

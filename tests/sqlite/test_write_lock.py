@@ -43,6 +43,7 @@ def paused_writer(sqlite_store: SQLiteStore, tmp_path: Path) -> Iterator[int]:
         proc.join(30)
 
 
+@pytest.mark.slow
 @pytest.mark.crash
 def test_paused_lock_holder_gives_store_unavailable_naming_the_lock(
     make_store: Callable[..., SQLiteStore], paused_writer: int

@@ -35,6 +35,7 @@ def on_memory(tmp_path: Path) -> Iterator[Made]:
         app.close()
 
 
+@pytest.mark.slow
 def test_drain_runs_jobs_and_the_jobs_they_enqueue(made: Made) -> None:
     app, tasks, seen = made
     first = tasks["add"].enqueue(1, 2)
@@ -128,6 +129,7 @@ def test_a_burst_counting_claims_refuses_a_worker_that_claims_ahead(made: Made) 
                   max_jobs=1)
 
 
+@pytest.mark.slow
 def test_a_burst_refuses_a_worker_that_schedules_periodic_ticks(made: Made) -> None:
     """A tick the burst's own scheduler enqueued could keep it from ever being idle: a burst
     takes only a worker built with ``schedules=False`` (which campaigns for no schedule)."""
@@ -261,6 +263,7 @@ def test_a_periodic_task_does_not_keep_drain_going(made: Made) -> None:
     assert app.store.schedules() == [], "no tick was recorded by drain"
 
 
+@pytest.mark.slow
 def test_a_job_that_always_reschedules_itself_ends_in_a_timeout(on_memory: Made) -> None:
     """fast_forward follows delayed jobs; an endless chain of them is a TimeoutError after
     ``timeout``, naming the job left, never a drain that hangs."""

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]
 
 
+@pytest.mark.slow
 def test_blocking_handlers_keep_their_leases(make_app: MakeApp) -> None:
     """A sync handler blocking its thread and an async one blocking its event loop for 3 ×
     lease_ttl are not reaped: the heartbeater has its own thread and connection."""
@@ -156,6 +157,8 @@ def waiting_job(make_app: MakeApp) -> Iterator[tuple[tether.App, int, FlakyStore
             flaky.release.set()
 
 
+@pytest.mark.serial  # bounds a latency promise in wall-clock seconds
+@pytest.mark.slow
 def test_unreachable_store_loses_the_lease_after_lease_ttl(make_app: MakeApp) -> None:
     with waiting_job(make_app) as (app, job_id, flaky, interrupted):
         flaky.down = True
@@ -169,6 +172,8 @@ def test_unreachable_store_loses_the_lease_after_lease_ttl(make_app: MakeApp) ->
     assert app.get_job(job_id).attempt == 1
 
 
+@pytest.mark.serial  # bounds a latency promise in wall-clock seconds
+@pytest.mark.slow
 def test_hanging_heartbeat_still_loses_the_lease_within_lease_ttl(make_app: MakeApp) -> None:
     """A heartbeat stuck on a dead connection must not stretch the trust window."""
     with waiting_job(make_app) as (_app, _job_id, flaky, interrupted):

@@ -145,6 +145,7 @@ def worker_thread(worker: Worker) -> Iterator[list[int]]:
         assert not thread.is_alive(), "worker did not stop"
 
 
+@pytest.mark.slow
 def test_every_side_loop_survives_any_store_exception(make_app: MakeApp) -> None:
     app = make_app(lease_ttl=1.5, reaper_interval=0.2, election=False)
 

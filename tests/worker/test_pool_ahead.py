@@ -29,6 +29,7 @@ def patient(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sendahead, "PATIENCE", 30.0)
 
 
+@pytest.mark.slow
 def test_a_cancelled_job_waiting_in_a_child_is_withdrawn_and_never_starts(
     make_app: MakeApp, tmp_path: Path
 ) -> None:
@@ -61,6 +62,7 @@ def test_a_cancelled_job_waiting_in_a_child_is_withdrawn_and_never_starts(
     assert not [e for e in exited if e.job_id is not None], "no child was killed"
 
 
+@pytest.mark.slow
 def test_the_timeout_counts_from_the_start_in_the_child(
     make_app: MakeApp, tmp_path: Path
 ) -> None:
@@ -81,6 +83,7 @@ def test_the_timeout_counts_from_the_start_in_the_child(
     assert (job.status, job.attempt, job.failures) == ("done", 1, 0), job.error_history
 
 
+@pytest.mark.slow
 def test_a_drain_runs_what_the_children_hold_that_starts_in_time(
     make_app: MakeApp, tmp_path: Path
 ) -> None:

@@ -31,6 +31,7 @@ def _unknown_records(app: tether.App, job_id: int) -> list[dict[str, Any]]:
     return [r for r in app.get_job(job_id).errors if r["reason"] == "unknown_task"]
 
 
+@pytest.mark.slow
 def test_a_job_of_an_unknown_task_is_handed_back_then_run_by_a_worker_that_knows_it(
     make_app: MakeApp, caplog: pytest.LogCaptureFixture
 ) -> None:
