@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.contract.conftest import Faulty
-from tests.contract.helpers import lacks, transient
+from tests.contract.helpers import Faulty, lacks, transient
 from tests.faults import FaultProxy
 from tether._errors import StoreUnavailable
 from tether.stores import Lease, NewJob, Outcome, Store
