@@ -100,6 +100,8 @@ def clone_migrated(schema: str) -> bool:
     script = _state.script.replace(_TEMPLATE, schema).encode()
     try:
         _replay(script)
+    except psycopg.errors.DuplicateSchema:  # made already: migrate() does what is left
+        return False
     except psycopg.OperationalError:  # a test killed our backend: once more on a new one
         _replay(script)
     return True

@@ -17,22 +17,13 @@ them (set at collection, with the reason), never a skip.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
+from tests.contract.helpers import NO_NETWORK, Faulty
 from tests.faults import FaultProxy
 from tests.servers import IN_PROCESS_KINDS
-from tether.stores import Store, open_store
-
-#: Why a store cannot take part in a network-fault test.
-NO_NETWORK = {
-    "sqlite": "sqlite: no network between the caller and the database file: no reply to lose, "
-              "no server to lose",
-    "memory": "memory: the store is in the caller's process: no reply to lose, no server to "
-              "lose",
-}
+from tether.stores import Store
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -65,34 +56,6 @@ def other_stores(open_another: Callable[[], Store]) -> Callable[[int], list[Stor
         return [open_another() for _ in range(n)]
 
     return _open
-
-
-@dataclass
-class Faulty:
-    """The test's store (same schema or key prefix as ``store``) reached through a fault proxy:
-    ``proxy`` breaks the network (``drop_next_reply``, ``refuse``, ``cut``, ``delay``), ``url``
-    is the store's URL through it (for Apps), ``open`` opens more stores through it."""
-
-    proxy: FaultProxy
-    url: str
-    opened: list[Store] = field(default_factory=list)
-    default: Store | None = None
-
-    def open(self, **options: Any) -> Store:
-        """Another store through the proxy (store options as open_store takes them); closed
-        after the test."""
-        store = open_store(self.url, **options)
-        self.opened.append(store)
-        return store
-
-    @property
-    def store(self) -> Store:
-        """The first store through the proxy, opened and migrated (which only checks the
-        schema, and on Redis loads the scripts) on first use."""
-        if self.default is None:
-            self.default = self.open()
-            self.default.migrate()
-        return self.default
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Plain helpers for the store contract suite (``tests/contract/``).
+"""Plain helpers for the store contract suite (``tests/contract/``), and ``Faulty``, what the
+suite's one network-fault fixture (``faulty``, conftest.py) yields.
 
 Every test runs once per store (the ``store`` fixture of ``tests/conftest.py``, parametrized
 over sqlite, postgres, redis and memory by this suite's conftest.py). Time is driven only
@@ -13,12 +14,14 @@ import json
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pytest
 
+from tests.faults import FaultProxy
 from tether._errors import StoreUnavailable
-from tether.stores import JobRecord, Lease, NewJob, Store
+from tether.stores import JobRecord, Lease, NewJob, Store, open_store
 
 R = TypeVar("R")
 
@@ -184,3 +187,40 @@ def wake_with(
     thread.join(wait + 5)
     assert not thread.is_alive(), "wait_for_jobs overran its timeout"
     return result[0], time.monotonic() - started
+
+
+#: Why a store cannot take part in a network-fault test (``faulty``, conftest.py).
+NO_NETWORK = {
+    "sqlite": "sqlite: no network between the caller and the database file: no reply to lose, "
+              "no server to lose",
+    "memory": "memory: the store is in the caller's process: no reply to lose, no server to "
+              "lose",
+}
+
+
+@dataclass
+class Faulty:
+    """The test's store (same schema or key prefix as ``store``) reached through a fault proxy:
+    ``proxy`` breaks the network (``drop_next_reply``, ``refuse``, ``cut``, ``delay``), ``url``
+    is the store's URL through it (for Apps), ``open`` opens more stores through it."""
+
+    proxy: FaultProxy
+    url: str
+    opened: list[Store] = field(default_factory=list)
+    default: Store | None = None
+
+    def open(self, **options: Any) -> Store:
+        """Another store through the proxy (store options as open_store takes them); closed
+        after the test."""
+        store = open_store(self.url, **options)
+        self.opened.append(store)
+        return store
+
+    @property
+    def store(self) -> Store:
+        """The first store through the proxy, opened and migrated (which only checks the
+        schema, and on Redis loads the scripts) on first use."""
+        if self.default is None:
+            self.default = self.open()
+            self.default.migrate()
+        return self.default

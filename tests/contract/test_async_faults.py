@@ -15,7 +15,7 @@ from typing import TypeVar
 import pytest
 
 from tests.contract.aioloop import run_unblocked
-from tests.contract.conftest import Faulty
+from tests.contract.helpers import Faulty
 from tests.faults import FaultProxy
 from tether._errors import StoreUnavailable
 from tether.stores import NewJob, Store

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.contract.conftest import Faulty
-from tests.contract.helpers import lacks, transient
+import tether
+from tests.contract.helpers import Faulty, lacks, transient
 from tests.faults import FaultProxy
 from tether._errors import StoreUnavailable
 from tether.stores import Lease, NewJob, Outcome, Store
@@ -187,3 +187,18 @@ def test_the_lost_reply_fence_is_exact(faulty: Faulty, store: Store) -> None:
     assert lossy.finish([Outcome(other_owner, "done", result="2")]) == [other_owner]
     after = store.get_job(job.id)
     assert after is not None and after.result == "1"
+
+
+def test_an_apps_enqueue_whose_reply_is_lost_inserts_once(faulty: Faulty, store: Store) -> None:
+    """App.enqueue's own retry (one request id for every attempt) after a lost reply: one job."""
+    proxy = faulty.proxy
+    app = tether.App(faulty.url)
+    try:
+        app.store.check_schema()
+        proxy.drop_next_reply(b"lost.reply.task")
+        job_id = app.enqueue("lost.reply.task", 1)
+        assert proxy.dropped == 1
+        jobs = store.list_jobs()
+        assert [j.id for j in jobs] == [job_id]
+    finally:
+        app.close()

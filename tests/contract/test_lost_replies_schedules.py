@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.contract.conftest import Faulty
-from tests.contract.helpers import lacks
+from tests.contract.helpers import Faulty, lacks
 from tether._errors import StoreUnavailable
 from tether.stores import NewJob, Store
 

@@ -13,8 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.contract.conftest import Faulty
-from tests.contract.helpers import lacks
+from tests.contract.helpers import Faulty, lacks
 from tests.faults import FaultProxy
 from tether._errors import StoreUnavailable
 from tether.stores import NewJob, Outcome, Store

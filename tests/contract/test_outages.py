@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.contract.conftest import Faulty
-from tests.contract.helpers import lacks
+from tests.contract.helpers import Faulty, lacks, wake_with
 from tether._errors import StoreUnavailable
 from tether.stores import NewJob, Store
 
@@ -45,21 +44,11 @@ def test_wait_for_jobs_never_raises_during_an_outage(store: Store, faulty: Fault
         assert lossy.wait_for_jobs(["q"], 0.2) in (True, False)
     # Back: a job enqueued now wakes the waiter again.
     _wait_until(lambda: lossy.wait_for_jobs(["q"], 0.2) is False, 5.0)
-    woken: list[bool] = []
-    warm = threading.Event()
-
-    def wait() -> None:
-        lossy.wait_for_jobs(["q"], 0.01)  # this thread's first wait may end at once
-        warm.set()
-        woken.append(lossy.wait_for_jobs(["q"], 5))
-
-    waiter = threading.Thread(target=wait)
-    waiter.start()
-    assert warm.wait(5)
-    time.sleep(0.1)
-    store.enqueue([NewJob("t", queue="q")])
-    waiter.join(10)
-    assert woken == [True]
+    # A waiter on its own thread (settled: its first wait may end at once), enqueued to until
+    # it returns: one enqueue before it was waiting may be missed.
+    woken, _ = wake_with(lossy, lambda: store.enqueue([NewJob("t", queue="q")]),
+                         queues=["q"], wait=5)
+    assert woken is True
 
 
 @pytest.mark.serial  # bounds a latency promise in wall-clock seconds

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import pytest
 
 import tether
-from tests.contract.conftest import Faulty
+from tests.contract.helpers import Faulty
 from tests.faults import FaultProxy
 from tests.worker.helpers import wait_until
 from tether.stores import NewJob, Store

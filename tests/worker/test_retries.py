@@ -26,11 +26,10 @@ import pytest
 
 import tether
 from tests import clocks
-from tests.faults import FaultProxy
 from tests.worker.helpers import running, status, wait_until
 from tether._errors import StoreUnavailable
 from tether._worker.worker import Worker
-from tether.stores import Store, open_store
+from tether.stores import Store
 
 pytestmark = pytest.mark.timeout(60)
 MakeApp = Callable[..., tether.App]
@@ -84,25 +83,6 @@ def test_enqueue_gives_up_on_a_store_that_stays_down_within_two_seconds(
     # enqueue's own time on a loaded machine is not what this bounds).
     assert len(clock.pauses) == len(calls) - 1, clock.pauses
     assert clock.slept < 2.0, clock.pauses
-
-
-@pytest.mark.parametrize("store_kind", ["postgres", "redis"])
-def test_enqueue_whose_reply_is_lost_inserts_once(
-    store_kind: str, store_url: str, fault_proxy: Callable[[str], FaultProxy]
-) -> None:
-    proxy = fault_proxy(store_kind)
-    app = tether.App(proxy.url(store_url))
-    direct = open_store(store_url)
-    try:
-        app.store.check_schema()
-        proxy.drop_next_reply(b"lost.reply.task")
-        job_id = app.enqueue("lost.reply.task", 1)
-        assert proxy.dropped == 1
-        jobs = direct.list_jobs()
-        assert [j.id for j in jobs] == [job_id]
-    finally:
-        app.close()
-        direct.close()
 
 
 @contextmanager
