@@ -162,6 +162,28 @@ def settle(waiter: Store, queues: Sequence[str] = ("default",)) -> None:
     pytest.fail("every wait was woken with nothing to wake it")
 
 
+def waiter_thread(
+    store: Store, queues: list[str], timeout: float
+) -> tuple[threading.Thread, dict[str, Any]]:
+    """A thread that settles a waiter on ``queues`` and then waits up to ``timeout``; its
+    result (``woken``) and when it returned (``at``, monotonic) land in the dict. Returns once
+    the waiter is about to wait, so a caller's poke after this reaches a waiting store."""
+    out: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def run() -> None:
+        settle(store, queues)  # opens and listens before we signal readiness
+        ready.set()
+        out["woken"] = store.wait_for_jobs(queues, timeout)
+        out["at"] = time.monotonic()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert ready.wait(10)
+    time.sleep(0.05)
+    return thread, out
+
+
 def wake_with(
     waiter: Store, poke: Callable[[], object], queues: Sequence[str] = ("default",),
     wait: float = WAKE_WAIT,

@@ -8,34 +8,13 @@ before it proves the wake-up arrived; pokes repeat until the waiter returns (``w
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
-from tests.contract.helpers import WAKE_WAIT, lacks, settle, wake_with
+from tests.contract.helpers import WAKE_WAIT, lacks, settle, waiter_thread, wake_with
 from tether.stores import NewJob, Store
-
-
-def _wait_in_thread(
-    store: Store, queues: list[str], timeout: float
-) -> tuple[threading.Thread, dict[str, Any]]:
-    out: dict[str, Any] = {}
-    ready = threading.Event()
-
-    def run() -> None:
-        settle(store, queues)  # opens and listens before we signal readiness
-        ready.set()
-        out["woken"] = store.wait_for_jobs(queues, timeout)
-        out["at"] = time.monotonic()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    assert ready.wait(10)
-    time.sleep(0.05)
-    return thread, out
 
 
 def test_enqueue_from_another_store_wakes_a_waiter(
@@ -60,7 +39,7 @@ def test_a_notification_is_kept_for_its_own_queue(
           redis="a wake-up is delivered to the waiters of that moment; a later wait does not "
                 "see one that came before it began")
     other = open_another()
-    thread, out = _wait_in_thread(store, ["a"], 0.5)
+    thread, out = waiter_thread(store, ["a"], 0.5)
     other.enqueue([NewJob("t", queue="b")])
     thread.join(5)
     assert out["woken"] is False

@@ -6,35 +6,15 @@ The other wake-up tests run on every store in tests/contract/test_wakeup*.py.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
 
-from tests.contract.helpers import WAKE_WAIT
+from tests.contract.helpers import WAKE_WAIT, waiter_thread
 from tether.stores import NewJob
 from tether.stores._postgres.store import PostgresStore
-
-
-def _wait_in_thread(
-    store: PostgresStore, queues: list[str], timeout: float
-) -> tuple[threading.Thread, dict[str, Any]]:
-    out: dict[str, Any] = {}
-    ready = threading.Event()
-
-    def run() -> None:
-        store.wait_for_jobs(queues, 0.01)  # opens and LISTENs before we signal readiness
-        ready.set()
-        out["woken"] = store.wait_for_jobs(queues, timeout)
-        out["at"] = time.monotonic()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    assert ready.wait(10)
-    time.sleep(0.05)
-    return thread, out
 
 
 def test_listener_reconnects_after_its_connection_is_killed(
@@ -53,7 +33,7 @@ def test_listener_reconnects_after_its_connection_is_killed(
     started = time.monotonic()
     assert pg.wait_for_jobs(["r"], WAKE_WAIT) is True
     assert time.monotonic() - started < WAKE_WAIT / 2
-    thread, out = _wait_in_thread(pg, ["r"], WAKE_WAIT)
+    thread, out = waiter_thread(pg, ["r"], WAKE_WAIT)
     sent = time.monotonic()
     producer.enqueue([NewJob("t", queue="r")])
     thread.join(WAKE_WAIT + 5)
