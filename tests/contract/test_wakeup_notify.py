@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from tests.contract.helpers import WAKE_WAIT, lacks, settle, waiter_thread, wake_with
-from tether.stores import NewJob, Store
+from tether.stores import NewJob, Store, transactional_enqueue
 
 
 def test_enqueue_from_another_store_wakes_a_waiter(
@@ -65,10 +65,11 @@ def test_rolled_back_enqueue_does_not_notify(
         for kind in ("sqlite", "redis", "memory")
     })
     settle(store, ["tx"])
-    transaction = store.transaction  # type: ignore[attr-defined]
+    inside = transactional_enqueue(store)
+    assert inside is not None, f"{store_kind} declares no enqueue inside a transaction"
     try:
-        with transaction() as conn:
-            store.enqueue([NewJob("t", queue="tx")], conn=conn)  # type: ignore[call-arg]
+        with inside.transaction() as conn:
+            inside.enqueue([NewJob("t", queue="tx")], conn=conn)
             raise RuntimeError("abort")
     except RuntimeError:
         pass
