@@ -81,6 +81,35 @@ def result_of(job: JobRecord) -> dict[str, Any]:
     return json.loads(job.result) if job.result else {}
 
 
+def _holds_store_lock(store: Store, pid: int) -> bool:
+    """Whether the (stopped) worker ``pid`` holds a lock of ``store`` that others wait on."""
+    if store.kind == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(str(store.path), timeout=0.5,  # type: ignore[attr-defined]
+                               isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
+            return False
+        except sqlite3.OperationalError:  # locked: the writer cannot run to release it
+            return True
+        finally:
+            conn.close()
+    if store.kind == "postgres":
+        import psycopg
+
+        from tests.servers import PG_DSN
+
+        time.sleep(0.1)  # a statement sent just before the stop completes on the server
+        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s "
+                "AND state <> 'idle'", (f"tether-{pid}-%",)).fetchone()
+        return bool(row and row[0])
+    return False  # Redis runs each step as one script: a stopped client holds nothing
+
+
 class Worker:
     """One ``tether worker`` subprocess, its log, and the signals the tests send it."""
 
@@ -106,6 +135,25 @@ class Worker:
         elif sig == signal.SIGCONT:
             self.stopped = False
         return at
+
+    def pause(self, store: Store) -> float:
+        """SIGSTOP the worker at a moment it holds no lock of the store; returns the wall time
+        of the stop that stuck.
+
+        A stop that lands inside one of the worker's store transactions (a heartbeat, a
+        reaper sweep) leaves it holding SQLite's write lock, or PostgreSQL row locks while
+        its session sits "idle in transaction": every other writer then waits on a process
+        that cannot run, and no job can be recovered until it resumes (tests/sqlite/
+        test_write_lock.py covers that case). A test about a paused *job holder* needs the
+        worker paused between transactions, so a stop that caught one is undone and tried
+        again a moment later."""
+        for _ in range(100):
+            at = self.send(signal.SIGSTOP)
+            if not _holds_store_lock(store, self.pid):
+                return at
+            self.send(signal.SIGCONT)
+            time.sleep(0.05)
+        raise AssertionError(f"{self} held a store lock at each of 100 stops")
 
     def kill(self) -> float:
         """SIGKILL and reap; returns the wall time of the kill."""

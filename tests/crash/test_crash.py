@@ -78,7 +78,7 @@ def test_sigstopped_zombie_is_fenced_out_and_interrupted(cluster: Cluster, store
     wait_for(lambda: {r["job"] for r in cluster.records("runs")
                       if r["pid"] == zombie.pid and r["event"] == "start"} >= {blind, polling},
              20, "both handlers to start on the first worker")
-    zombie.send(signal.SIGSTOP)
+    zombie.pause(store)
     stop_mono = time.monotonic()
 
     live = cluster.spawn(2)

@@ -196,7 +196,7 @@ def test_paused_worker_kills_its_zombie_child_when_it_resumes(
     [job_id] = enqueue(store, "crash.spin_once", 60.0)
     first = started(cluster, job_id, 1)
     wait_for(lambda: spin_times(cluster, job_id, 1), 10, "the side effect to start")
-    zombie.send(signal.SIGSTOP)  # the worker freezes; its child spins on, unaware
+    zombie.pause(store)  # the worker freezes; its child spins on, unaware
 
     live = cluster.spawn(2, *POOL)
     done = wait_for(lambda: all_in(store, [job_id], "done"),
