@@ -25,6 +25,7 @@ from tether.stores import Store
 LONG = 10.0
 SLOTS = 4
 NOOPS = 40
+WARM_UP = 0.01  # seconds per warm-up job: short, yet not over before the other worker claims
 
 
 def _starts(cluster: Cluster) -> dict[int, dict[str, float]]:
@@ -42,9 +43,13 @@ def test_no_op_jobs_never_wait_behind_long_ones(cluster: Cluster, store: Store) 
     a, b = cluster.spawn(SLOTS), cluster.spawn(SLOTS)
     cluster.wait_registered(store, a, b)
 
-    # Warm up until both workers have measured short handlers (so both claim ahead).
+    # Warm up until both workers have measured short handlers (so both claim ahead). Each
+    # warm-up job takes WARM_UP seconds: with no-ops, the first worker to measure one claims
+    # ahead up to claim_batch (100) and ran every round's 20 jobs in 2 ms, so the other
+    # never ran one (seen in CI). 20 jobs of 10 ms hold one worker's 4 slots for 50 ms,
+    # which leaves the other worker time to claim its share.
     for _ in range(10):
-        ids = enqueue(store, "crash.work", 0.0, n=20)
+        ids = enqueue(store, "crash.work", WARM_UP, n=20)
         wait_for(lambda ids=ids: all_in(store, ids, "done"), 30, "the warm-up jobs")
         if {r["pid"] for r in cluster.records("runs")} >= {a.pid, b.pid}:
             break
