@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.contract.helpers import enqueue_one, must_get, running_job
 from tether.stores import JobStatus, Outcome, Store
 
@@ -67,3 +69,18 @@ def test_prune_respects_limit(store: Store, t0: float) -> None:
     assert store.prune("done", 10, now=t0 + 100, limit=10) == 3
     assert all(store.get_job(i) is None for i in ids)
     assert store.prune("done", 10, now=t0 + 100) == 0
+
+
+def test_prune_refuses_a_live_or_unknown_status_on_every_store(store: Store, t0: float) -> None:
+    """One rule: a status prune cannot delete is bad input, the same ValueError everywhere
+    (it was a ValueError on SQLite, a ConfigError on PostgreSQL and a silent 0 on Redis)."""
+    pending = enqueue_one(store, t0)
+    running = running_job(store, t0, ttl=10_000).id
+    done = _done(store, t0)
+    for status in ("pending", "running", "bogus", ""):
+        with pytest.raises(ValueError, match=r"prune deletes only done, failed or cancelled "
+                                             r"jobs, not '.*'") as info:
+            store.prune(status, 0, now=t0 + 5000)  # type: ignore[arg-type]
+        assert type(info.value) is ValueError, "bad input, not a setting to change"
+    for job_id in (pending, running, done):
+        must_get(store, job_id)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tether import _limits as limits
-from tether.stores._contract import JobFilter
+from tether.stores._contract import TERMINAL, JobFilter
 
 
 def check_purge(queue: str, statuses: Sequence[str]) -> list[str]:
@@ -22,6 +22,14 @@ def check_purge(queue: str, statuses: Sequence[str]) -> list[str]:
         raise ValueError(f"purge cannot delete {', '.join(map(str, bad))} jobs (only pending, "
                          "done, failed and cancelled; cancel running jobs instead)")
     return chosen
+
+
+def check_prune(status: Any) -> None:
+    """Prune deletes finished history only: a live or unknown status is bad input, refused
+    the same way by every store (before, SQLite said ValueError, PostgreSQL ConfigError and
+    Redis quietly deleted nothing, so a typo in a retention job went unnoticed there)."""
+    if status not in TERMINAL:
+        raise ValueError(f"prune deletes only done, failed or cancelled jobs, not {status!r}")
 
 
 def check_search(cursor: int | None, limit: int) -> None:

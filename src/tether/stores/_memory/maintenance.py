@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tether.stores._contract import REAPED_ERROR, TERMINAL, JobStatus, Leadership, Reaped
+from tether.stores._contract import REAPED_ERROR, JobStatus, Leadership, Reaped
 from tether.stores._memory.rules import error_record
 from tether.stores._memory.state import REQUEST_TTL, Shared
+from tether.stores._opsargs import check_prune
 
 
 class MemoryMaintenance:
@@ -74,8 +75,7 @@ class MemoryMaintenance:
     def prune(
         self, status: JobStatus, older_than: float, *, now: float | None = None, limit: int = 1000
     ) -> int:
-        if status not in TERMINAL:
-            raise ValueError(f"prune only deletes terminal jobs, not {status!r}")
+        check_prune(status)
         if limit <= 0:
             return 0
         with self._db.tx() as db:

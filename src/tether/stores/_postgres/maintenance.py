@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import cast
 
-from tether._errors import ConfigError
-from tether.stores._contract import REAPED_ERROR, TERMINAL, JobStatus, Leadership, Reaped
+from tether.stores._contract import REAPED_ERROR, JobStatus, Leadership, Reaped
+from tether.stores._opsargs import check_prune
 from tether.stores._postgres.plumbing import Plumbing, Row
 
 #: Request records are kept at least this long (seconds) before housekeeping deletes them.
@@ -61,8 +61,7 @@ class PostgresMaintenance(Plumbing):
     def prune(
         self, status: JobStatus, older_than: float, *, now: float | None = None, limit: int = 1000
     ) -> int:
-        if status not in TERMINAL:
-            raise ConfigError(f"prune only deletes finished jobs, not {status!r} ones")
+        check_prune(status)
         if limit <= 0:
             return 0
         params = {"status": status, "older_than": older_than, "now": now, "limit": limit}

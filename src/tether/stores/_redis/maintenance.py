@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from tether.stores._contract import REAPED_ERROR, JobStatus, Leadership, Reaped
+from tether.stores._opsargs import check_prune
 from tether.stores._redis import rows as codec
 from tether.stores._redis.connection import io
 
@@ -55,6 +56,7 @@ class RedisMaintenance:
     def prune(
         self, status: JobStatus, older_than: float, *, now: float | None = None, limit: int = 1000
     ) -> int:
+        check_prune(status)
         if limit <= 0:
             return 0
         args = [codec.now_arg(now), status, codec.num(older_than), str(int(limit))]

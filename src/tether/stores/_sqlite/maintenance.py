@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tether.stores._contract import REAPED_ERROR, TERMINAL, JobStatus, Leadership, Reaped
+from tether.stores._contract import REAPED_ERROR, JobStatus, Leadership, Reaped
+from tether.stores._opsargs import check_prune
 from tether.stores._sqlite.connection import Connections, guarded
 from tether.stores._sqlite.rows import OPS, Q, store_now
 
@@ -83,8 +84,7 @@ class SQLiteMaintenance:
     def prune(
         self, status: JobStatus, older_than: float, *, now: float | None = None, limit: int = 1000
     ) -> int:
-        if status not in TERMINAL:
-            raise ValueError(f"prune only deletes terminal jobs, not {status!r}")
+        check_prune(status)
         if limit <= 0:
             return 0
         with self._db.write() as conn:
