@@ -13,7 +13,7 @@ from tests.contract.helpers import (
     running_job,
     stale,
 )
-from tether.stores import Outcome, OutcomeKind, Store
+from tether.stores import Lease, Outcome, OutcomeKind, Store
 
 
 def test_done_stores_result_and_clears_the_lease(store: Store, t0: float) -> None:
@@ -383,3 +383,44 @@ def test_a_replayed_stalled_outcome_is_accepted_and_counts_once(
     late = Outcome(job.lease, "done", result="1")
     assert store.finish([late], now=t0 + 3) == [job.lease]
     assert must_get(store, job.id) == before
+
+
+DUPLICATES: dict[str, tuple[OutcomeKind, str | None, OutcomeKind, str | None]] = {
+    "same outcome twice": ("done", "1", "done", "1"),
+    "done then error": ("done", "1", "error", None),
+    "error then done": ("error", None, "done", "1"),
+    "done then done with another result": ("done", "1", "done", "2"),
+    "released then cancelled": ("released", None, "cancelled", None),
+}
+
+
+def _outcome(lease: Lease, kind: OutcomeKind, result: str | None) -> Outcome:
+    return Outcome(lease, kind, result=result, error=None if kind == "done" else "e",
+                   reason="error", retry_delay=60)
+
+
+@pytest.mark.parametrize("case", sorted(DUPLICATES))
+def test_one_lease_twice_in_one_finish_answers_as_a_replay_would(
+    store: Store, t0: float, case: str
+) -> None:
+    """One rule on every store: the first outcome for a lease in a call is the one fenced and
+    applied; a later outcome for the same lease in the same call changes nothing and gets the
+    answer it would get sent again in a later call (accepted as a replay of what landed, or
+    rejected as stale). Redis used to reject an exact copy the others accepted, PostgreSQL to
+    accept an outcome of another kind the others rejected."""
+    first_kind, first_result, second_kind, second_result = DUPLICATES[case]
+    one_call = running_job(store, t0, max_attempts=5)
+    two_calls = running_job(store, t0, max_attempts=5)
+
+    first = _outcome(one_call.lease, first_kind, first_result)
+    second = _outcome(one_call.lease, second_kind, second_result)
+    together = store.finish([first, second], now=t0 + 1)
+
+    assert store.finish([_outcome(two_calls.lease, first_kind, first_result)], now=t0 + 1) == []
+    apart = store.finish([_outcome(two_calls.lease, second_kind, second_result)], now=t0 + 1)
+
+    assert together == [one_call.lease] * len(apart), "the answer a later call gets"
+    after, reference = must_get(store, one_call.id), must_get(store, two_calls.id)
+    assert (after.status, after.result, after.failures, after.interruptions) == (
+        reference.status, reference.result, reference.failures, reference.interruptions)
+    assert len(errors_of(after)) == len(errors_of(reference)), "applied once"

@@ -104,14 +104,16 @@ class PostgresLeases(Plumbing):
     ) -> list[Lease]:
         # The whole batch is checked before anything is written.
         batch: dict[Lease, Outcome] = {}
-        for outcome in outcomes:
-            if outcome.kind not in _KINDS:
-                raise ConfigError(f"unknown outcome kind {outcome.kind!r}")
-            if outcome.result is not None:
-                limits.check_json_text(outcome.result, "result")
-            # One outcome per lease: an exact repeat counts once and shares its fate. Distinct
-            # leases of one job are all sent, each fenced on its own.
+        first_digest: dict[Lease, str] = {}
+        digests = [_check_outcome(o) for o in outcomes]
+        for outcome, digest in zip(outcomes, digests, strict=True):
+            # The first outcome for a lease is the one fenced and applied. Any later one for
+            # the same lease in this call is answered as it would be in a later call: an
+            # exact copy shares the first one's fate (a replay of what landed), another
+            # outcome is looked up as a replay below (and so rejected unless an earlier call
+            # applied exactly it). Distinct leases of one job are all sent, each fenced.
             batch.setdefault(outcome.lease, outcome)
+            first_digest.setdefault(outcome.lease, digest)
         if not batch:
             return []
         ordered = sorted(batch.values(), key=lambda o: (o.lease.job_id, o.lease.attempt))
@@ -120,23 +122,28 @@ class PostgresLeases(Plumbing):
              "token": o.lease.token, "kind": o.kind, "result": o.result,
              "error": None if o.error is None else clean_error(o.error),
              "reason": o.reason or _REASON[o.kind], "retry_delay": float(o.retry_delay),
-             "digest": _digest(o)}
+             "digest": first_digest[o.lease]}
             for o in ordered
         ])
         # ids as an array literal built from ints: no per-element work in psycopg's dumper.
         ids_literal = "{" + ",".join(str(o.lease.job_id) for o in ordered) + "}"
         params = {"now": now, "batch": batch_json, "ids": ids_literal, "done": self.done_channel,
                   "done_key": self.done_key, "gate": conn is None}
-        accepted = _leases(self._rows("finish", params, conn))
-        missed = [o for o in ordered if o.lease not in accepted]
-        if missed:  # a lost lease, or a replay of an outcome whose reply was lost
-            accepted |= _leases(self._rows("finish_replays", {
-                "batch": json.dumps([{"id": o.lease.job_id, "attempt": o.lease.attempt,
-                                      "owner": o.lease.owner, "token": o.lease.token,
-                                      "digest": _digest(o)} for o in missed]),
-                "ids": "{" + ",".join(str(o.lease.job_id) for o in missed) + "}",
+        applied = _leases(self._rows("finish", params, conn))
+        accepted = {(lease, first_digest[lease]) for lease in applied}
+        # A lost lease, a replay of an outcome whose reply was lost, or a later, different
+        # outcome for a lease of this call: recognised only as an exact replay.
+        missed = {(o.lease, d) for o, d in zip(outcomes, digests, strict=True)
+                  if o.lease not in applied or d != first_digest[o.lease]}
+        if missed:
+            accepted |= _replays(self._rows("finish_replays", {
+                "batch": json.dumps([{"id": lease.job_id, "attempt": lease.attempt,
+                                      "owner": lease.owner, "token": lease.token,
+                                      "digest": d} for lease, d in missed]),
+                "ids": "{" + ",".join(str(lease.job_id) for lease, _ in missed) + "}",
             }, conn))
-        return list(dict.fromkeys(o.lease for o in outcomes if o.lease not in accepted))
+        return list(dict.fromkeys(o.lease for o, d in zip(outcomes, digests, strict=True)
+                                  if (o.lease, d) not in accepted))
 
     def save_checkpoint(self, lease: Lease, checkpoint: str, *, now: float | None = None) -> bool:
         return self._fenced("save_checkpoint", lease,
@@ -176,6 +183,19 @@ class PostgresLeases(Plumbing):
 
 def _leases(rows: list[tuple[Any, ...]]) -> set[Lease]:
     return {Lease(int(i), int(a), str(w), str(t)) for i, a, w, t in rows}
+
+
+def _check_outcome(outcome: Outcome) -> str:
+    """The outcome's digest, once it is known to be one finish can write."""
+    if outcome.kind not in _KINDS:
+        raise ConfigError(f"unknown outcome kind {outcome.kind!r}")
+    if outcome.result is not None:
+        limits.check_json_text(outcome.result, "result")
+    return _digest(outcome)
+
+
+def _replays(rows: list[tuple[Any, ...]]) -> set[tuple[Lease, str]]:
+    return {(Lease(int(i), int(a), str(w), str(t)), str(d)) for i, a, w, t, d in rows}
 
 
 def _digest(outcome: Outcome) -> str:

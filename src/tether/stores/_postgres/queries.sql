@@ -247,8 +247,10 @@ SELECT m.id, m.attempt, m.owner, m.token FROM moved m CROSS JOIN ended
 -- (kept after finish) and the outcome's digest all match. It is reported as accepted and
 -- changes nothing; any other outcome stays rejected. Nothing here can race the replayed
 -- write: a row that left running is touched only by a new claim or a dead-letter retry, and
--- both change the token. Probes by primary key only.
-SELECT o.id, o.attempt, o.owner, o.token
+-- both change the token. Probes by primary key only. The digest comes back so that a second,
+-- different outcome for the same lease in one call is answered on its own, as it would be in
+-- a later call (lease.py).
+SELECT o.id, o.attempt, o.owner, o.token, o.digest
 FROM json_to_recordset(%(batch)s::json)
     AS o(id bigint, attempt int, owner text, token text, digest text)
 JOIN {schema}.jobs j ON j.id = o.id
