@@ -3,8 +3,10 @@
 Syntax: ``minute hour day-of-month month day-of-week``, each field ``*``, a number, a range
 ``a-b``, a step ``*/n`` or ``a-b/n`` or ``a/n`` (from ``a`` to the field's end), or a comma list
 of those. Months and days of the week take names (``jan``..``dec``, ``sun``..``sat``, any case);
-day-of-week 0 and 7 are both Sunday. When both day fields are restricted, a day matches when
-*either* does (as in every cron since Vixie's). Aliases: ``@yearly`` (``@annually``),
+day-of-week 0 and 7 are both Sunday. The day fields follow Vixie cron (and cronsim, which a
+test compares against): when either starts with ``*`` (``*``, ``*/2``) a day must match *both*
+(``0 9 */2 * mon``: odd days that are Mondays); when neither does, a day matches when *either*
+does (``0 9 1,15 * mon``: the 1st, the 15th and every Monday). Aliases: ``@yearly`` (``@annually``),
 ``@monthly``, ``@weekly``, ``@daily`` (``@midnight``), ``@hourly``.
 
 Invariant (the DST rule): a schedule fires at most once per *instant*, and never silently loses
@@ -101,8 +103,8 @@ class Cron:
     days: frozenset[int]
     months: frozenset[int]
     weekdays: frozenset[int]  # 0 = Sunday
-    any_day: bool  # day of month is *
-    any_weekday: bool  # day of week is *
+    day_star: bool  # day of month starts with * (Vixie's DOM_STAR)
+    weekday_star: bool  # day of week starts with * (Vixie's DOW_STAR)
     wild: bool = False  # minute or hour starts with *: fires in both passes of a repeated hour
 
     @classmethod
@@ -121,7 +123,7 @@ class Cron:
         sets = [_field(p, *f) for p, f in zip(parts, _FIELDS, strict=True)]
         weekdays = frozenset(d % 7 for d in sets[4])
         made = cls(text, sets[0], sets[1], sets[2], sets[3], weekdays,
-                   parts[2] == "*", parts[4] == "*",
+                   parts[2].startswith("*"), parts[4].startswith("*"),
                    parts[0].startswith("*") or parts[1].startswith("*"))
         start = datetime(2000, 1, 1)
         if made._next_local(start) is None:
@@ -134,12 +136,8 @@ class Cron:
             return False
         dom = day.day in self.days
         dow = (day.isoweekday() % 7) in self.weekdays
-        if self.any_day and self.any_weekday:
-            return True
-        if self.any_day:
-            return dow
-        if self.any_weekday:
-            return dom
+        if self.day_star or self.weekday_star:
+            return dom and dow
         return dom or dow
 
     def _next_local(self, start: datetime) -> datetime | None:
