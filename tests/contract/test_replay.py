@@ -86,3 +86,29 @@ def test_a_replayed_heartbeat_renews_again(store: Store, t0: float) -> None:
     for dt in (1, 1.5):
         assert store.heartbeat("w1", [job.lease], TTL, now=t0 + dt).lost == frozenset()
     assert must_get(store, job.id).status == "running"
+
+
+def test_a_replayed_claim_whose_jobs_were_reaped_claims_nothing_more(
+    store: Store, t0: float
+) -> None:
+    """The record of the request answers a replay, not the jobs it took: once those were
+    reaped (or finished) a replay still claims nothing (PostgreSQL claimed afresh)."""
+    q = fresh_queue()
+    store.enqueue([new_job(queue=q) for _ in range(4)], now=t0)
+    first = store.claim("w1", [q], 2, 5, now=t0 + 1, request_id="e" * 32)
+    assert len(first) == 2
+    assert len(store.reap_expired(now=t0 + 100)) == 2
+    assert store.claim("w1", [q], 2, TTL, now=t0 + 101, request_id="e" * 32) == []
+    assert store.list_jobs(status="running", queue=q, limit=100) == []
+    assert len(store.claim("w1", [q], 10, TTL, now=t0 + 102)) == 4, "a new request claims"
+
+
+def test_a_replayed_claim_after_its_jobs_finished_claims_nothing_more(
+    store: Store, t0: float
+) -> None:
+    q = fresh_queue()
+    store.enqueue([new_job(queue=q) for _ in range(3)], now=t0)
+    [job] = store.claim("w1", [q], 1, TTL, now=t0 + 1, request_id="f" * 32)
+    assert store.finish([Outcome(job.lease, "done", result="1")], now=t0 + 2) == []
+    assert store.claim("w1", [q], 1, TTL, now=t0 + 3, request_id="f" * 32) == []
+    assert store.list_jobs(status="running", queue=q, limit=100) == []

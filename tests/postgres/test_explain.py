@@ -127,13 +127,14 @@ def _params(bulk: Bulk, name: str) -> dict[str, Any]:
         base
         | {
             "claim": {"queue": "default", "limit": 100, "owner": "w2", "ttl": 30.0,
-                      "nonce": "n" * 32},
+                      "nonce": "n" * 32, "request": "claim:" + "n" * 32},
             "claim_queues": {
                 "queues": ["default", "other"],
                 "limit": 100,
                 "owner": "w2",
                 "ttl": 30.0,
                 "nonce": "n" * 32,
+                "request": "claim:" + "n" * 32,
             },
             "heartbeat": {
                 "worker": "w1",
@@ -232,7 +233,8 @@ def test_the_claim_replay_probe_is_one_index_probe(bulk: Bulk, name: str, explai
     nodes = explain(bulk, name, _params(bulk, name))
     used = {n.get("Index Name") for n in nodes} - {None}
     assert "jobs_nonce_idx" in used, used
-    assert not any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == "jobs"
+    assert "requests_pkey" in used, "the claim's request record: one primary-key probe"
+    assert not any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") in ("jobs", "requests")
                    for n in nodes)
 
 

@@ -43,7 +43,7 @@ def claim_index_pages(store: PostgresStore, schema: str) -> int:
         plan = conn.execute(
             b"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + claim,
             {"now": None, "queue": "default", "limit": 10, "owner": "x", "ttl": 30.0,
-             "nonce": "x" * 32},
+             "nonce": "x" * 32, "request": None},
         ).fetchone()
     assert plan is not None
     text = json.dumps(plan[0])

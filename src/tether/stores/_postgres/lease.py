@@ -59,8 +59,11 @@ class PostgresLeases(Plumbing):
         if limit <= 0 or not queues:
             return []
         nonce = secrets.token_hex(16) if request_id is None else request_id
+        # A granted claim with a request id is recorded under its own prefix, apart from the
+        # enqueue records keyed by the bare request id (queries.sql, claim).
+        request = None if request_id is None else f"claim:{request_id}"
         params: dict[str, Any] = {"owner": owner, "limit": limit, "ttl": lease_ttl, "now": now,
-                                  "nonce": nonce}
+                                  "nonce": nonce, "request": request}
         if len(set(queues)) == 1:
             params["queue"] = queues[0]
             rows = self._rows("claim", params)

@@ -31,18 +31,25 @@ SELECT extract(epoch FROM statement_timestamp())::float8
 -- Each claimed row gets lease_token = nonce:id; the nonce is the caller's request id. "prior"
 -- makes a replay safe: when jobs still run under this nonce and owner (the first call's reply
 -- was lost), they are returned and nothing more is claimed. It is one probe of the small
--- partial nonce index, in the same round trip.
+-- partial nonce index, in the same round trip. "seen" and "recorded": a claim with a request
+-- id that granted jobs is recorded in requests (id 'claim:<request id>', the same statement),
+-- so a replay claims nothing more even once its jobs were reaped or finished and "prior" is
+-- empty (as on every other store); one primary-key probe, and one row per granted claim,
+-- pruned after a day with the enqueue records. A concurrent twin of the same request (never
+-- sent by a worker, which retries only after the first call ended) records nothing more.
 WITH clock AS (
     SELECT coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) AS ts
 ), prior AS (
     SELECT * FROM {schema}.jobs
     WHERE left(lease_token, -strpos(reverse(lease_token), ':')) = %(nonce)s::text
       AND status = 'running' AND locked_by = %(owner)s::text
+), seen AS (
+    SELECT 1 FROM {schema}.requests WHERE id = %(request)s::text
 ), picked AS (
     SELECT id FROM {schema}.jobs
     WHERE status = 'pending' AND queue = %(queue)s
       AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
-      AND NOT EXISTS (SELECT 1 FROM prior)
+      AND NOT EXISTS (SELECT 1 FROM prior) AND NOT EXISTS (SELECT 1 FROM seen)
     ORDER BY priority, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -55,6 +62,12 @@ WITH clock AS (
     FROM picked p CROSS JOIN clock c
     WHERE j.id = p.id
     RETURNING j.*
+), recorded AS (
+    INSERT INTO {schema}.requests (id, job_ids, created_at)
+    SELECT %(request)s::text, array_agg(id), (SELECT ts FROM clock) FROM claimed
+    WHERE %(request)s::text IS NOT NULL
+    HAVING count(*) > 0
+    ON CONFLICT (id) DO NOTHING
 ), got AS (
     SELECT * FROM claimed UNION ALL SELECT * FROM prior
 )
@@ -76,11 +89,13 @@ WITH clock AS (
     SELECT * FROM {schema}.jobs
     WHERE left(lease_token, -strpos(reverse(lease_token), ':')) = %(nonce)s::text
       AND status = 'running' AND locked_by = %(owner)s::text
+), seen AS (
+    SELECT 1 FROM {schema}.requests WHERE id = %(request)s::text
 ), picked AS (
     SELECT id FROM {schema}.jobs
     WHERE status = 'pending' AND queue = ANY(%(queues)s::text[])
       AND run_at <= coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
-      AND NOT EXISTS (SELECT 1 FROM prior)
+      AND NOT EXISTS (SELECT 1 FROM prior) AND NOT EXISTS (SELECT 1 FROM seen)
     ORDER BY priority, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -93,6 +108,12 @@ WITH clock AS (
     FROM picked p CROSS JOIN clock c
     WHERE j.id = p.id
     RETURNING j.*
+), recorded AS (
+    INSERT INTO {schema}.requests (id, job_ids, created_at)
+    SELECT %(request)s::text, array_agg(id), (SELECT ts FROM clock) FROM claimed
+    WHERE %(request)s::text IS NOT NULL
+    HAVING count(*) > 0
+    ON CONFLICT (id) DO NOTHING
 ), got AS (
     SELECT * FROM claimed UNION ALL SELECT * FROM prior
 )
