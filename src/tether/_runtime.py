@@ -7,6 +7,10 @@ so the next use opens the new one. Keeping it would leave the runtime reading an
 the URL no longer points (a worker given ``--url`` claimed from the module's store while
 heartbeating on its own).
 
+An unnamed ``memory://`` store is private to the runtime, not to each store object: the
+runtime opens it (and its worker opens its side connections) on ``store_url``, a name of its
+own, so ``App("memory://")`` with an in-process worker (``tether.testing.drain``) just works.
+
 The layers: :class:`tether._app.App` (the user's API) holds a ``Runtime``; the worker and
 everything below it take the runtime and never import the App, so the imports draw no circle
 (tests/test_imports.py). The runtime holds the settings, the codec, the events, the store, the
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -41,6 +46,16 @@ from tether.stores._contract import (
 from tether.stores._records import JobRecord
 from tether.stores._replay import new_request_id
 
+
+def _own_memory_name(url: str) -> str:
+    """``memory://`` (no name) -> ``memory://private-<random>``; any other URL unchanged."""
+    scheme, sep, rest = url.partition("://")
+    name = rest.split("?", 1)[0].split("#", 1)[0].strip("/")
+    if sep and scheme.lower() == "memory" and not name:
+        return f"memory://private-{secrets.token_hex(8)}"
+    return url
+
+
 #: Pauses between the attempts of one enqueue while the store is unavailable (~1 s in all).
 ENQUEUE_RETRY_PAUSES = (0.1, 0.3, 0.6)
 
@@ -56,6 +71,7 @@ class Runtime:
     def __init__(self, url: str | None, settings: Settings, *, auto_migrate: bool = True,
                  codec: Codec | None = None, include: Iterable[str] = ()) -> None:
         self._url = url or os.environ.get("TETHER_URL") or DEFAULT_URL
+        self._store_url = _own_memory_name(self._url)
         self.settings = settings
         self.auto_migrate = auto_migrate
         if codec is not None and not (callable(getattr(codec, "encode", None))
@@ -80,7 +96,15 @@ class Runtime:
         with self._lock:
             if url != self._url:
                 self.close()
+                self._store_url = _own_memory_name(url)
             self._url = url
+
+    @property
+    def store_url(self) -> str:
+        """The URL every store of this runtime is opened on: ``url``, except that an unnamed
+        ``memory://`` gets a name of this runtime's own, so the worker's side connections
+        share the app's data (``memory://`` alone would be private to each store object)."""
+        return self._store_url
 
     @property
     def store(self) -> Store:
@@ -88,7 +112,7 @@ class Runtime:
         if self._store is None:
             with self._lock:
                 if self._store is None:
-                    store = open_store(self.url)
+                    store = open_store(self.store_url)
                     try:
                         store.migrate() if self.auto_migrate else store.check_schema()
                     except BaseException:

@@ -125,7 +125,7 @@ class Metrics:
         self.leader = Gauge("tether_maintenance_leader", "1 while this process is the "
                             "maintenance leader", registry=r)
         runtime = app.runtime
-        self.queues = QueueCollector(lambda: open_store(runtime.url))
+        self.queues = QueueCollector(lambda: open_store(runtime.store_url))
         r.register(self.queues)
         self._claims: dict[tuple[int | None, int | None], tuple[float, str, str]] = {}
         self._lock = threading.Lock()

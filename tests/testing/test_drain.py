@@ -181,11 +181,23 @@ def test_a_timeout_stops_the_worker_and_raises(made: Made) -> None:
     assert job.status == "pending" and job.interruptions == 1, "its lease was handed back"
 
 
-def test_a_private_memory_store_is_refused(tmp_path: Path) -> None:
+def test_drain_works_on_a_private_memory_store() -> None:
+    """``App("memory://")`` and ``drain(app)``, the natural set-up, just work: the app's
+    unnamed memory store is private to the app (its worker's connections included), no
+    longer to each store object (drain raised "drain needs a named memory store")."""
     app, tasks, _ = make_app("memory://")
-    tasks["add"].enqueue(1, 1)
-    with pytest.raises(ConfigError, match="memory://NAME"):
-        drain(app)
+    other, other_tasks, _ = make_app("memory://")
+    try:
+        job_id = tasks["add"].enqueue(1, 2)
+        other_id = other_tasks["add"].enqueue(5, 5)
+        [ran] = drain(app)
+        assert (ran.id, ran.status, ran.result) == (job_id, "done", 3)
+        assert app.url == "memory://", "the URL the user gave is kept"
+        assert other.get_job(other_id).status == "pending", "another app's store is apart"
+        assert [j.result for j in drain(other)] == [10]
+    finally:
+        app.close()
+        other.close()
 
 
 def test_fast_forward_needs_a_memory_store(tmp_path: Path) -> None:

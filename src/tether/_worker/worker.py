@@ -100,7 +100,7 @@ class Worker:
         self.store: Store = runtime.store
         # periodic jobs: a duty of the maintenance leader
         periodic = runtime.registry.schedules() if schedules else []
-        side = open_stores(runtime.url, 2 if maintenance and (
+        side = open_stores(runtime.store_url, 2 if maintenance and (
             self.settings.reaper_interval > 0 or self.settings.prune_interval > 0
             or periodic) else 1)
         self._hb_store = side[0]

@@ -83,10 +83,6 @@ def drain(
     runtime = app.runtime
     store = runtime.store
     memory = isinstance(store, MemoryStore)
-    if isinstance(store, MemoryStore) and store.name is None:
-        raise ConfigError("drain needs a named memory store (memory://NAME): a worker opens "
-                          "several stores of its app's URL, and memory:// alone is private "
-                          "to each")
     if fast_forward is None:
         fast_forward = memory
     if fast_forward and not isinstance(store, MemoryStore):
