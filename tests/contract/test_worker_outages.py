@@ -8,6 +8,7 @@ the server directly, to enqueue during the outage and to check what happened.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -127,5 +128,45 @@ def test_a_busy_worker_rides_out_an_outage_and_loses_no_job(
         assert all(j is not None and j.status == "done" for j in jobs), "a job was lost"
         assert sorted(runs) == list(range(60))
         _resumed_in_time(resumed)
+    finally:
+        app.close()
+
+
+STORE_NAMES = {"postgres": "PostgreSQL", "redis": "Redis"}
+
+
+def test_a_frozen_server_is_reported_naming_its_store(
+    faulty: Faulty, store_kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server that stops answering (every byte held up by the proxy, nothing refused) makes
+    a call hang; the worker's WARNING names the store it runs on. It used to say "SQLite:
+    another process holds the write lock" on every store."""
+    proxy = faulty.proxy
+    app = tether.App(faulty.url, lease_ttl=3.0, poll_interval=1.0)
+    try:
+        started = threading.Event()
+
+        @app.task(name="outage.hold")
+        def hold() -> None:
+            started.set()
+            tether.current_job().wait(60)
+
+        hold.enqueue()
+        with caplog.at_level(logging.WARNING, logger="tether"), _worker(app):
+            wait_until(started.is_set, what="the job running")
+            proxy.delay(120)  # frozen: connections stay open, nothing gets through
+
+            def warned() -> list[str]:
+                return [r.getMessage() for r in caplog.records
+                        if "has been waiting" in r.getMessage()]
+
+            try:
+                wait_until(lambda: bool(warned()), timeout=30, what="the hang reported")
+            finally:
+                proxy.delay(0)
+                proxy.cut()  # the held calls fail now instead of in two minutes
+        [message] = warned()
+        assert STORE_NAMES[store_kind] in message, message
+        assert "SQLite" not in message, message
     finally:
         app.close()

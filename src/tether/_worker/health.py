@@ -11,9 +11,10 @@ Invariants:
   ``lease_ttl / 3`` and says so once, at WARNING, with the store's own message (SQLite says
   another process holds its write lock, perhaps a paused worker that freezes every process on
   the file); and once at INFO when it answers again. A call that *hangs* that long (SQLite
-  waits out its busy timeout, 30 s by default) is reported while it hangs. Per-call failures
-  are logged by the loops once per streak (and every 100th), so an outage of an hour is a
-  handful of lines, not thousands.
+  waits out its busy timeout, 30 s by default; a frozen server holds a networked store's call)
+  is reported while it hangs, with what to suspect on *that* store (:data:`SUSPECTS`).
+  Per-call failures are logged by the loops once per streak (and every 100th), so an outage
+  of an hour is a handful of lines, not thousands.
 """
 
 from __future__ import annotations
@@ -28,6 +29,17 @@ from tether._errors import StoreGone, StoreUnavailable
 log = logging.getLogger("tether.worker")
 
 Kind = Literal["gone", "transient", "other"]
+
+#: What keeps a store call hanging, by store kind: the waiting WARNING names the right store
+#: (it once said "SQLite: another process holds the write lock" on a frozen PostgreSQL).
+SUSPECTS = {
+    "sqlite": "SQLite: another process holds the write lock, perhaps a paused worker",
+    "postgres": "PostgreSQL: the server or the network to it is down or frozen, or another "
+                "session holds a lock this call needs",
+    "redis": "Redis: the server or the network to it is down or frozen, or a long command or "
+             "script blocks the server",
+    "memory": "memory store: another thread holds its lock",
+}
 
 
 def classify(exc: BaseException) -> Kind:
@@ -52,8 +64,9 @@ def one_line(exc: BaseException) -> str:
 class StoreHealth:
     """Shared by every loop of one worker; thread-safe and cheap on the success path."""
 
-    def __init__(self, threshold: float) -> None:
+    def __init__(self, threshold: float, kind: str = "") -> None:
         self.threshold = threshold
+        self._suspect = SUSPECTS.get(kind, f"{kind or 'the'} store")
         self._lock = threading.Lock()
         self._failing_since: float | None = None
         self._warned: Literal["", "waiting", "failed"] = ""
@@ -112,7 +125,6 @@ class StoreHealth:
             if self._failing_since is None or since < self._failing_since:
                 self._failing_since = since
         log.warning("a store call has been waiting for %.1fs, longer than lease_ttl / 3 "
-                    "(%.1fs): the store is busy or unreachable (SQLite: another process holds "
-                    "the write lock, perhaps a paused worker); leases are at risk and will be "
-                    "given up when they are not renewed within lease_ttl", waited,
-                    self.threshold)
+                    "(%.1fs): the store is busy or unreachable (%s); leases are at risk and "
+                    "will be given up when they are not renewed within lease_ttl", waited,
+                    self.threshold, self._suspect)

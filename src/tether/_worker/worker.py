@@ -106,7 +106,7 @@ class Worker:
         self._hb_store = side[0]
         self._maint_store = side[1] if len(side) > 1 else None
         fatal: Callable[[BaseException], None] = self._fatal
-        self.health = StoreHealth(self.settings.lease_ttl / 3)
+        self.health = StoreHealth(self.settings.lease_ttl / 3, self.store.kind)
         self.heartbeater = Heartbeater(
             self._hb_store, self.id, self.registry, runtime.events,
             lease_ttl=self.settings.lease_ttl, interval=self.settings.heartbeat_every,
