@@ -163,3 +163,28 @@ def test_a_bad_job_is_refused_and_records_no_tick(store: Store, t0: float) -> No
     with pytest.raises(ValueError, match="job must be"):
         store.schedule_tick("s", t0, "not a job", now=t0)  # type: ignore[arg-type]
     assert store.schedules() == []
+
+
+def test_the_spec_is_recorded_with_the_tick_and_kept_in_the_schedule_record(
+    store: Store, t0: float
+) -> None:
+    """The schedule's record, never pruned, holds the spec its latest tick was recorded under
+    (the scheduler tells a changed schedule by it, even once the last job is pruned)."""
+    q = fresh_queue()
+    spec = "0 9 */2 * mon Europe/Paris ü"
+    assert store.schedule_tick("s", t0, None, now=t0, spec="every 60 UTC") is None
+    assert store.schedules()[0].spec == "every 60 UTC"
+    job_id = store.schedule_tick("s", t0 + 1, new_job(queue=q), now=t0 + 1, spec=spec)
+    assert job_id is not None
+    assert store.schedules()[0].spec == spec
+    assert store.schedule_tick("s", t0 + 1, None, now=t0 + 2, spec="other") is None
+    assert store.schedules()[0].spec == spec, "a tick not taken records nothing"
+    assert store.schedule_tick("s", t0 + 2, None, now=t0 + 3) is None
+    assert store.schedules()[0].spec == spec, "no spec given: the recorded one is kept"
+    assert store.schedule_tick("bare", t0, None, now=t0) is None
+    assert [s.spec for s in store.schedules()] == [None, spec]
+    with pytest.raises(ValueError, match="schedule spec"):
+        store.schedule_tick("s", t0 + 9, None, now=t0 + 9, spec="x" * 2001)
+    with pytest.raises(ValueError, match="schedule spec"):
+        store.schedule_tick("s", t0 + 9, None, now=t0 + 9, spec="a\x00b")
+    assert store.schedules()[1].last_tick == at(t0 + 2), "refused: nothing recorded"

@@ -210,6 +210,41 @@ def test_a_schedule_changed_by_a_deploy_starts_afresh_instead_of_catching_up(
         deployed.close()
 
 
+@pytest.mark.parametrize("catch_up", ["all", "latest"])
+def test_a_changed_schedule_whose_last_job_was_pruned_does_not_catch_up_from_scratch(
+        app: tether.App, store_url: str, catch_up: CatchUp) -> None:
+    """The spec a schedule last ticked under lives in its own record, which pruning never
+    touches. It was read from the last job, so once the pruner removed that job a deploy that
+    changed the spec caught up from scratch: a 7-day schedule changed to hourly with
+    catch_up="all" enqueued 72 jobs at once."""
+    week, hour = 7 * 86_400, 3_600
+    every(app, week, catch_up)
+    t0 = 1_800_489_600.0  # a multiple of a week (epoch Thursdays)
+    scheduler(app.store, app).run_once(now=t0 - 10)
+    scheduler(app.store, app).run_once(now=t0)
+    [fired] = app.store.claim("w", ["q.beat"], 1, 30.0, now=t0 + 1)
+    assert fired.lease is not None
+    assert app.store.finish([Outcome(fired.lease, "done", result="null")], now=t0 + 2) == []
+    assert app.store.prune("done", 0.0, now=t0 + 3) == 1
+    assert app.store.get_job(fired.id) is None, "the pruner removed the last job"
+    deployed = tether.App(store_url, lease_ttl=3, poll_interval=0.1)
+    try:
+        every(deployed, hour, catch_up)
+        events = Events()
+        skipped: list[Event] = []
+        events.on("schedule_skipped", skipped.append)
+        later = scheduler(deployed.store, deployed, events)
+        later.run_once(now=t0 + 72 * hour + 30)  # three days later, the deploy's first tick
+        assert ticks_enqueued(app.store, "q.beat") == [], "no catch-up from scratch"
+        assert [e.detail["why"] for e in skipped] == ["spec changed"]
+        later.run_once(now=t0 + 73 * hour)
+        assert ticks_enqueued(app.store, "q.beat") == [t0 + 73 * hour], "then on the new spec"
+        [state] = app.store.schedules()
+        assert state.spec == next(s for s in deployed.runtime.registry.schedules()).fingerprint
+    finally:
+        deployed.close()
+
+
 def test_a_store_error_does_not_end_the_duty(app: tether.App) -> None:
     every(app, 1)
 

@@ -136,7 +136,7 @@ def test_upgrade_from_version_1_keeps_jobs_and_works(
                       "3, now())")
     with pytest.raises(SchemaError, match="older"):
         store.check_schema()
-    assert store.migrate() == latest_version() == 3
+    assert store.migrate() == latest_version() == 5
     store.check_schema()
     [job] = store.claim("w", ["default"], 1, 30)
     assert job.lease_token and job.lease_token.endswith(f":{job.id}")

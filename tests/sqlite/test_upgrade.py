@@ -45,7 +45,7 @@ def test_version_1_file_is_upgraded_in_place(
     store = make_store()
     with pytest.raises(SchemaError, match="run `tether migrate`"):
         store.check_schema()
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 5
     assert store.migrate() == SCHEMA_VERSION
     store.check_schema()
     assert store.info().schema_version == SCHEMA_VERSION

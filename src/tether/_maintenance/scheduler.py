@@ -15,9 +15,12 @@ Run by the leader of the ``maintenance:schedule`` election (``maintainer.py``). 
   tick is due per round and every policy enqueues it.
 * **A new schedule starts at its next tick:** the first round that finds no record for it
   records the store's now as a skipped tick (where it starts), so nothing before that runs.
-  So does a schedule whose spec or zone changed since its last job (each job's envelope
-  carries ``Schedule.fingerprint``): the new spec's ticks before the change were never due,
-  and catching them up would enqueue a burst (``all``) or an unplanned run (``latest``).
+  So does a schedule whose spec or zone changed since its latest recorded tick: the new spec's
+  ticks before the change were never due, and catching them up would enqueue a burst
+  (``all``) or an unplanned run (``latest``). Every tick is recorded with
+  ``Schedule.fingerprint`` in the schedule's own record (``ScheduleState.spec``), which is
+  never pruned; it was once read from the last job only, and a deploy after the pruner
+  removed that job caught up from scratch (a weekly schedule made hourly enqueued 72 jobs).
 * **It sleeps until the next tick** (by the store's clock), at most :data:`MAX_SLEEP`.
 * **One schedule's failure is not every schedule's:** an error offering one schedule's tick
   (the store refusing its job, the store going away mid-round) does not stop the round; the
@@ -74,7 +77,8 @@ class Scheduler:
     def _round(self, schedule: Schedule, state: ScheduleState | None, now: float) -> float:
         """Offer what is due of one schedule; returns its latest tick now recorded."""
         if state is None:
-            self.store.schedule_tick(schedule.name, now, None, now=now)
+            self.store.schedule_tick(schedule.name, now, None, now=now,
+                                     spec=schedule.fingerprint)
             self._skipped(schedule, now, "start", 0)
             log.info("schedule %s starts now; first tick at %s", schedule.name,
                      _iso(schedule.next_after(now)))
@@ -87,7 +91,8 @@ class Scheduler:
         passed = 0 if len(due) < limit else _count_before(schedule, last, due[0])
         if (len(due) > 1 or passed or now - due[-1] > ON_TIME) \
                 and self._changed(schedule, state):
-            self.store.schedule_tick(schedule.name, now, None, now=now)
+            self.store.schedule_tick(schedule.name, now, None, now=now,
+                                     spec=schedule.fingerprint)
             self._skipped(schedule, now, "spec changed", passed + len(due))
             log.info("schedule %s changed since its last job; it starts afresh, first tick at "
                      "%s", schedule.name, _iso(schedule.next_after(now)))
@@ -95,12 +100,13 @@ class Scheduler:
         if passed:
             self._skipped(schedule, due[0], f"catch_up={schedule.catch_up}", passed)
         if schedule.catch_up == "none" and now - due[-1] > ON_TIME:
-            self.store.schedule_tick(schedule.name, due[-1], None, now=now)
+            self.store.schedule_tick(schedule.name, due[-1], None, now=now,
+                                     spec=schedule.fingerprint)
             self._skipped(schedule, due[-1], "catch_up=none", 1)
             return due[-1]
         for tick in due:
             job_id = self.store.schedule_tick(schedule.name, tick, schedule.new_job(tick),
-                                                now=now)
+                                              now=now, spec=schedule.fingerprint)
             if job_id is None:
                 log.debug("schedule %s tick %s was recorded already", schedule.name, tick)
                 continue
@@ -112,9 +118,12 @@ class Scheduler:
         return due[-1]
 
     def _changed(self, schedule: Schedule, state: ScheduleState) -> bool:
-        """Whether the schedule's last job was enqueued under another spec or zone (a deploy
-        changed it): then the new spec's ticks since were never due, not missed. Read only
-        when ticks would be caught up; unknown (job pruned, older release) counts as the same."""
+        """Whether the schedule's latest tick was recorded under another spec or zone (a
+        deploy changed it): then the new spec's ticks since were never due, not missed. The
+        schedule's own record says so; a record from an older release has no spec, and then
+        the last job's envelope is read (unknown, its job pruned, counts as the same)."""
+        if state.spec is not None:
+            return state.spec != schedule.fingerprint
         if state.last_job_id is None:
             return False
         job = self.store.get_job(state.last_job_id)

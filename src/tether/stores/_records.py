@@ -274,14 +274,18 @@ class ScheduleState:
 
     ``last_tick``: the latest tick (epoch seconds) recorded for it, by an enqueue or a skip;
     ``last_job_id``: the job enqueued for the latest enqueued tick (None when none yet);
-    ``updated_at``: store time of that write. The store, not a leader's memory, is what makes
-    "one job per (schedule, tick)" hold across leader changes.
+    ``updated_at``: store time of that write; ``spec``: what the schedule's ticks depended on
+    when its latest tick was recorded (``Schedule.fingerprint``: spec and zone; None when an
+    older release recorded it). The store, not a leader's memory, is what makes "one job per
+    (schedule, tick)" hold across leader changes; and this record, never pruned, not the last
+    job, is what tells a later leader that a deploy changed the schedule.
     """
 
     name: str
     last_tick: float
     last_job_id: int | None
     updated_at: float
+    spec: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -261,14 +261,17 @@ class Maintenance(Basics, Protocol):
         ...
 
     def schedule_tick(
-        self, name: str, tick: float, job: NewJob | None, *, now: float | None = None
+        self, name: str, tick: float, job: NewJob | None, *, now: float | None = None,
+        spec: str | None = None,
     ) -> int | None:
         """Record ``tick`` of periodic schedule ``name`` and enqueue ``job`` for it, in one
         atomic write, iff no tick ``>= tick`` is recorded for ``name`` yet. Returns the new
         job's id, or None when the tick (or a later one) was already recorded: a leader that
         was paused mid-tick, or a replay of a call whose reply was lost, enqueues nothing.
         ``job=None`` records the tick without a job (a skipped tick, or where a new schedule
-        starts). The job goes through ``enqueue``'s rules (unique_key, validation)."""
+        starts). The job goes through ``enqueue``'s rules (unique_key, validation). ``spec``
+        (the schedule's fingerprint) is recorded with a tick that is taken (None keeps the
+        recorded one) and read back in :class:`ScheduleState`."""
         ...
 
     def schedules(self) -> list[ScheduleState]:

@@ -8,6 +8,15 @@ from typing import Any
 from tether import _limits as limits
 from tether.stores._records import NewJob
 
+#: The longest schedule spec (fingerprint: cron or interval, and zone) a store records; far
+#: above any cron expression of five fields, each a list of every value of the field.
+MAX_SPEC = 2000
+
+
+def check_spec(spec: Any) -> str | None:
+    """A schedule spec to record with a tick (None: keep the recorded one)."""
+    return None if spec is None else limits.check_text(spec, "schedule spec", limit=MAX_SPEC)
+
 
 def check_tick(name: Any, tick: Any, job: Any) -> tuple[str, float]:
     """(name, tick) checked: a schedule name like a task name, a tick in epoch seconds, and a

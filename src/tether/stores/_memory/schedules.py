@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tether.stores._contract import NewJob, ScheduleState
 from tether.stores._memory.state import Shared
-from tether.stores._schedule_args import check_tick
+from tether.stores._schedule_args import check_spec, check_tick
 
 
 class MemorySchedules:
@@ -21,9 +21,11 @@ class MemorySchedules:
         raise NotImplementedError  # pragma: no cover - MemoryStore provides it
 
     def schedule_tick(
-        self, name: str, tick: float, job: NewJob | None, *, now: float | None = None
+        self, name: str, tick: float, job: NewJob | None, *, now: float | None = None,
+        spec: str | None = None,
     ) -> int | None:
         name, tick = check_tick(name, tick, job)  # the same checks, and errors, as every store
+        spec = check_spec(spec)
         with self._db.tx() as db:
             t = db.now(now)
             state = db.schedules.get(name)
@@ -31,7 +33,8 @@ class MemorySchedules:
                 return None
             job_id = None if job is None else db.insert(job, t)
             last = job_id if job_id is not None else (state.last_job_id if state else None)
-            db.schedules[name] = ScheduleState(name, tick, last, t)
+            kept = spec if spec is not None else (state.spec if state else None)
+            db.schedules[name] = ScheduleState(name, tick, last, t, kept)
             if job_id is not None:
                 db.changed()
             return job_id

@@ -19,7 +19,7 @@ import psycopg
 from tether._errors import StoreError, StoreUnavailable
 from tether.stores._contract import NewJob, ScheduleState
 from tether.stores._postgres.plumbing import RACE_RETRIES, Plumbing, race
-from tether.stores._schedule_args import check_tick
+from tether.stores._schedule_args import check_spec, check_tick
 
 
 def _enqueue_params(job: NewJob, channel: str, now: float | None) -> dict[str, Any]:
@@ -39,10 +39,11 @@ class PostgresSchedules(Plumbing):
     """The periodic-schedule part of :class:`PostgresStore`'s Maintenance role."""
 
     def schedule_tick(
-        self, name: str, tick: float, job: NewJob | None, *, now: float | None = None
+        self, name: str, tick: float, job: NewJob | None, *, now: float | None = None,
+        spec: str | None = None,
     ) -> int | None:
         name, tick = check_tick(name, tick, job)
-        claim = {"name": name, "tick": tick, "now": now}
+        claim = {"name": name, "tick": tick, "now": now, "spec": check_spec(spec)}
         for attempt in range(RACE_RETRIES):
             try:
                 return self._schedule_tick_once(claim, job, now)
@@ -71,4 +72,4 @@ class PostgresSchedules(Plumbing):
         with self._connector.connection() as conn:
             rows = conn.execute(self.queries["schedules_list"]).fetchall()
         return [ScheduleState(str(r[0]), float(r[1]), None if r[2] is None else int(r[2]),
-                              float(r[3])) for r in rows]
+                              float(r[3]), None if r[4] is None else str(r[4])) for r in rows]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.stores import _queries as queries
 from tether.stores._contract import NewJob, ScheduleState
-from tether.stores._schedule_args import check_tick
+from tether.stores._schedule_args import check_spec, check_tick
 from tether.stores._sqlite.connection import Connections, guarded
 from tether.stores._sqlite.rows import Q, store_now
 
@@ -32,9 +32,11 @@ class SQLiteSchedules:
 
     @guarded
     def schedule_tick(
-        self, name: str, tick: float, job: NewJob | None, *, now: float | None = None
+        self, name: str, tick: float, job: NewJob | None, *, now: float | None = None,
+        spec: str | None = None,
     ) -> int | None:
         name, tick = check_tick(name, tick, job)
+        spec = check_spec(spec)
         row: dict[str, Any] | None = None
         if job is not None:
             row = {"task": job.task, "queue": job.queue, "payload": job.payload,
@@ -45,7 +47,8 @@ class SQLiteSchedules:
         with self._db.write() as conn:
             t = store_now(conn, now)
             cur = conn.cursor()
-            taken = cur.execute(S["schedule_claim"], {"name": name, "tick": tick, "now": t})
+            taken = cur.execute(S["schedule_claim"],
+                                {"name": name, "tick": tick, "now": t, "spec": spec})
             if taken.fetchone() is None:
                 return None
             if row is None:
@@ -68,4 +71,4 @@ class SQLiteSchedules:
     def schedules(self) -> list[ScheduleState]:
         rows = self._db.get().execute(S["schedules_list"]).fetchall()
         return [ScheduleState(str(r[0]), float(r[1]), None if r[2] is None else int(r[2]),
-                              float(r[3])) for r in rows]
+                              float(r[3]), None if r[4] is None else str(r[4])) for r in rows]

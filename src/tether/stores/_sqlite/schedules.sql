@@ -7,9 +7,13 @@
 -- guarded by last_tick < :tick. RETURNING yields a row only when the tick was taken, which is
 -- what lets the caller enqueue its job in the same transaction (or nothing at all). A replay
 -- of the same tick, or a late leader with an older one, gets no row and writes nothing.
-INSERT INTO schedules (name, last_tick, last_job_id, updated_at)
-VALUES (:name, :tick, NULL, :now)
-ON CONFLICT (name) DO UPDATE SET last_tick = excluded.last_tick, updated_at = excluded.updated_at
+-- spec (the schedule's fingerprint) is recorded with the tick it was taken under; NULL keeps
+-- the recorded one. The row is never pruned, so a later leader can always tell a deploy
+-- changed the schedule (the last job, where it was read before, may be pruned).
+INSERT INTO schedules (name, last_tick, last_job_id, updated_at, spec)
+VALUES (:name, :tick, NULL, :now, :spec)
+ON CONFLICT (name) DO UPDATE SET last_tick = excluded.last_tick, updated_at = excluded.updated_at,
+                                 spec = coalesce(excluded.spec, schedules.spec)
 WHERE schedules.last_tick < excluded.last_tick
 RETURNING name
 
@@ -20,4 +24,4 @@ UPDATE schedules SET last_job_id = :job_id WHERE name = :name
 
 -- name: schedules_list
 -- Every schedule for `tether schedules`: a handful of rows, read by primary-key order.
-SELECT name, last_tick, last_job_id, updated_at FROM schedules ORDER BY name
+SELECT name, last_tick, last_job_id, updated_at, spec FROM schedules ORDER BY name

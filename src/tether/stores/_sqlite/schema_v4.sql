@@ -1,0 +1,5 @@
+-- Schema of the SQLite store, version 4: a placeholder. Version 4 is written on another branch
+-- of issue 18 (the failover slice); this branch's change is version 5, and the versions must
+-- run 1..N without a gap. Whoever merges both replaces this file with the real version 4 (a
+-- merge conflict on this path says so); merged alone, this branch's version 5 is renumbered 4.
+-- No statement: an empty step only records its version row.
