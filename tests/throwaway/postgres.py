@@ -88,9 +88,10 @@ class Cluster:
             try:
                 with psycopg.connect(self.dsn, connect_timeout=2):
                     return
-            except psycopg.OperationalError:
+            except psycopg.OperationalError as exc:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"postgres on {self.port} did not start: see {log.name}")
+                    raise RuntimeError(f"postgres on {self.port} did not start: see "
+                                       f"{log.name}") from exc
                 time.sleep(0.05)
 
     def kill(self) -> None:

@@ -58,6 +58,7 @@ class PostgresLeases(Plumbing):
     ) -> list[JobRecord]:
         if limit <= 0 or not queues:
             return []
+        self._observe_if_due()
         nonce = secrets.token_hex(16) if request_id is None else request_id
         params: dict[str, Any] = {"owner": owner, "limit": limit, "ttl": lease_ttl, "now": now,
                                   "nonce": nonce}
@@ -67,7 +68,11 @@ class PostgresLeases(Plumbing):
         else:
             params["queues"] = list(queues)
             rows = self._rows("claim_queues", params)
-        return [job_of(row) for row in rows]
+        jobs = [job_of(row) for row in rows]
+        if jobs:
+            newest = max(jobs, key=lambda job: job.id)
+            self._watch.saw_claimed((newest.id, newest.uid))
+        return jobs
 
     def heartbeat(
         self,
@@ -77,6 +82,7 @@ class PostgresLeases(Plumbing):
         *,
         now: float | None = None,
     ) -> HeartbeatResult:
+        self._observe_if_due()
         # Sorted by id so concurrent batch writes touching the same rows lock them in one order.
         ordered = sorted(set(leases), key=lambda lease: (lease.job_id, lease.attempt))
         params = {
