@@ -129,7 +129,7 @@ def _children(pid: int) -> list[int]:
 class Replicated:
     """A primary and one asynchronous streaming standby (pg_basebackup -R)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, synchronous: bool = False) -> None:
         if not (BIN / "initdb").exists():
             pytest.skip("PostgreSQL 15 binaries are not installed")
         # Not under pytest's tmp dir: its parents are private to root, and the postgres user
@@ -151,6 +151,9 @@ class Replicated:
         _run(str(BIN / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.primary.port),
              "-U", USER, "-D", str(self.standby.datadir), "-R", "-X", "stream", "--no-sync")
         self.standby.start()
+        if synchronous:  # a commit returns once the standby has it (synchronous_commit = on)
+            self.primary.sql("ALTER SYSTEM SET synchronous_standby_names = '*'")
+            self.primary.sql("SELECT pg_reload_conf()")
 
     def url(self, db: str = "postgres") -> str:
         """A multi-host URL that follows the writable server (libpq's failover)."""
@@ -177,8 +180,8 @@ class Replicated:
 
 
 @contextlib.contextmanager
-def replicated() -> Iterator[Replicated]:
-    pair = Replicated()
+def replicated(*, synchronous: bool = False) -> Iterator[Replicated]:
+    pair = Replicated(synchronous=synchronous)
     try:
         yield pair
     finally:

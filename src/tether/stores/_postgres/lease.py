@@ -58,7 +58,6 @@ class PostgresLeases(Plumbing):
     ) -> list[JobRecord]:
         if limit <= 0 or not queues:
             return []
-        self._observe_if_due()
         nonce = secrets.token_hex(16) if request_id is None else request_id
         params: dict[str, Any] = {"owner": owner, "limit": limit, "ttl": lease_ttl, "now": now,
                                   "nonce": nonce}
@@ -82,7 +81,6 @@ class PostgresLeases(Plumbing):
         *,
         now: float | None = None,
     ) -> HeartbeatResult:
-        self._observe_if_due()
         # Sorted by id so concurrent batch writes touching the same rows lock them in one order.
         ordered = sorted(set(leases), key=lambda lease: (lease.job_id, lease.attempt))
         params = {

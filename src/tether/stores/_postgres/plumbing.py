@@ -40,6 +40,7 @@ class Plumbing:
         self.application_name = self._connector.application_name
         self.queries = statements.for_schema(self.schema)
         self._watch = FailoverWatch(f"{redact(url)} schema {self.schema!r}")
+        self._connector.on_connect = self._watch.soon
 
     @property
     def check_interval(self) -> float:
@@ -55,36 +56,39 @@ class Plumbing:
         transaction, never committing it), with driver errors mapped."""
         try:
             with self._connector.connection(conn) as used:
+                if conn is None and self._watch.due():
+                    self._observe(used)  # on this connection, before this statement
                 return used.execute(self.queries[name], params).fetchall()
         except StoreUnavailable:
             self._watch.soon()  # the server may be failing over: look as soon as it answers
             raise
 
-    def _observe_if_due(self) -> None:
-        if self._watch.due():
-            self._observe()
-
-    def _observe(self) -> None:
-        """Look for a failover or data loss (see watch.py); never fails the caller's call."""
+    def _observe(self, conn: Conn) -> None:
+        """Look for a failover or data loss (see watch.py) on ``conn``, a pool connection
+        about to run the caller's statement: after a failover, the look comes before the
+        first id is drawn from the new server. A refused look never fails the caller's call;
+        a broken connection fails it as the caller's statement would have."""
         q = self.queries
         try:
-            with self._connector.connection() as conn:
-                probe = {"id": self._watch.probe_id()}
+            probe = {"id": self._watch.probe_id()}
+            seen = Sighting(conn.execute(q["observe"], probe).fetchone())
+            if not seen.has_identity:  # a schema cloned without its rows
+                conn.execute(q["identity_ensure"])
                 seen = Sighting(conn.execute(q["observe"], probe).fetchone())
-                if not seen.has_identity:  # a schema cloned without its rows
-                    conn.execute(q["identity_ensure"])
-                    seen = Sighting(conn.execute(q["observe"], probe).fetchone())
-                lost, moved = self._watch.judge(seen)
-                if lost and seen.epoch == self._watch.epoch:  # we are the first to see it
-                    row = conn.execute(q["count_data_loss"], {"epoch": seen.epoch}).fetchone()
-                    if row is None:  # another process counted it first: take its epoch
-                        row = conn.execute(q["observe"], probe).fetchone()
-                    seen.epoch = None if row is None else row[0]
-                if seen.timeline is not None and seen.timeline != seen.recorded_timeline:
-                    conn.execute(q["count_failover"], {"timeline": seen.timeline,
-                                                       "old": seen.recorded_timeline})
-        except StoreError:
-            self._watch.soon()
+            lost, moved = self._watch.judge(seen)
+            if lost and seen.epoch == self._watch.epoch:  # we are the first to see it
+                row = conn.execute(q["count_data_loss"], {"epoch": seen.epoch}).fetchone()
+                if row is None:  # another process counted it first: take its epoch
+                    row = conn.execute(q["observe"], probe).fetchone()
+                seen.epoch = None if row is None else row[0]
+            if seen.timeline is not None and seen.timeline != seen.recorded_timeline:
+                conn.execute(q["count_failover"], {"timeline": seen.timeline,
+                                                   "old": seen.recorded_timeline})
+        except psycopg.Error as exc:
+            if conn.broken or isinstance(exc, psycopg.OperationalError):
+                self._watch.soon()  # not answering: look again before the next call's work
+                raise
+            self._watch.failed(exc)  # refused (a server without these functions): said once
             return
         self._watch.learn(seen, lost=lost, moved=moved)
 

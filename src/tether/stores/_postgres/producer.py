@@ -48,8 +48,6 @@ class PostgresProducer(ProducerCache, Plumbing):
                             jobs_key=self._connector.jobs_key, gate=conn is None)
         if call is None:
             return []
-        if conn is None:
-            self._observe_if_due()  # before ids are drawn: a failover may have set them back
         ids = ids_of(call, self._retrying(call.name, call.params, conn, race))
         self._watch.saw_ids(ids)
         return ids

@@ -15,9 +15,11 @@ The signs, compared with what this process saw last (``identity.sql``, ``observe
 * the identity row's epoch changed: another process counted a loss (or the database was
   replaced under us).
 
-The look costs one round trip and runs at most every ``interval`` seconds on the calls that
-hand out or take ids (enqueue, claim, heartbeat), and at once after the store saw a connection
-error (a failover always cuts connections), before that call's own statement.
+The look costs one round trip and runs at most every ``interval`` seconds, on the connection
+of whatever store call comes next and before that call's statement; and at once after the
+store saw a connection error or opened a new connection (a failover cuts every connection, and
+a multi-host URL reconnects to another server), so the first id drawn from a promoted standby
+comes after the look.
 """
 
 from __future__ import annotations
@@ -91,6 +93,13 @@ class FailoverWatch:
         """Look at the next chance (after a connection error: the server may have failed over)."""
         with self._lock:
             self._due = 0.0
+
+    def failed(self, exc: Exception) -> None:
+        """The look itself was refused: no failover can be noticed; said once per process."""
+        if _first_report(self.where, "refused", type(exc).__name__):
+            log.warning("postgresql %s: cannot look for failovers and the data loss they "
+                        "cause (%s); tether's dedup keys stay distinct all the same",
+                        self.where, exc)
 
     def saw_ids(self, ids: Sequence[int]) -> None:
         if ids:
