@@ -55,8 +55,7 @@ def test_async_failover_that_lost_jobs(caplog: pytest.LogCaptureFixture) -> None
             producer.enqueue([NewJob("t") for _ in range(BEFORE)])
             seen = _keys(worker, BEFORE)
             worker.heartbeat("w1", [], 30)  # the worker has looked at the server once
-            transient(lambda: pair.caught_up() or None)  # type: ignore[func-returns-value]
-            assert pair.caught_up()
+            pair.wait_caught_up()
 
             pair.standby.kill()  # it lags for good: what follows is never replicated
             lost_ids = [i for _ in range(LOST) for i in producer.enqueue([NewJob("t")])]
@@ -108,7 +107,7 @@ def test_failover_to_a_caught_up_standby_is_no_data_loss(
             store.migrate()
             ids = store.enqueue([NewJob("t") for _ in range(BEFORE)])
             store.heartbeat("w1", [], 30)
-            transient(lambda: pair.caught_up() or None)  # type: ignore[func-returns-value]
+            pair.wait_caught_up()
             pair.primary.kill()
             pair.promote()
             caplog.clear()

@@ -166,11 +166,16 @@ class Replicated:
         rows = self.standby.sql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn")
         return bool(rows[0][0])
 
-    def pause_replay(self) -> None:
-        self.standby.sql("SELECT pg_wal_replay_pause()")
+    def wait_caught_up(self, timeout: float = 60.0) -> None:
+        """Wait (on the condition, generously bounded) until the standby replayed everything."""
+        deadline = time.monotonic() + timeout
+        while not self.caught_up():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the standby did not catch up within {timeout} s")
+            time.sleep(0.01)
 
     def promote(self) -> None:
-        """Promote the standby (replay is resumed first: a paused standby does not promote)."""
+        """Promote the standby and wait until it accepts writes."""
         self.standby.sql("SELECT pg_promote(wait => true)")
 
     def stop(self) -> None:
