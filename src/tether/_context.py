@@ -34,7 +34,7 @@ _EVENTS = threading.Lock()  # guards the lazy Event of every context; taken rare
 
 
 class JobContext:
-    """One attempt of one job, as its handler sees it. ``(id, attempt)`` is the dedup key."""
+    """One attempt of one job, as its handler sees it. ``dedup_key`` names it."""
 
     def __init__(self, job: JobRecord, store: Leases, codec: Codec = DEFAULT_CODEC) -> None:
         self.job = job
@@ -66,9 +66,18 @@ class JobContext:
         return self.job.task
 
     @property
+    def uid(self) -> str:
+        """The job's random id, drawn at enqueue and never reused (ids can be: see Job.uid)."""
+        return self.job.uid
+
+    @property
     def dedup_key(self) -> str:
-        """``"<id>:<attempt>"``: unique per attempt; use it to make side effects idempotent."""
-        return f"{self.job.id}:{self.job.attempt}"
+        """``"<id>:<attempt>:<uid>"``: unique per attempt; use it to make side effects
+        idempotent. ``(id, attempt)`` alone can name two jobs once a store handed an id out
+        again after losing rows (a failover to an asynchronous standby, a Redis restart
+        without persistence); the job's ``uid`` never repeats. Split it with
+        ``key.split(":", 2)``."""
+        return f"{self.job.id}:{self.job.attempt}:{self.job.uid}"
 
     @property
     def scheduled_at(self) -> datetime | None:

@@ -98,4 +98,5 @@ def view(record: JobRecord, codec: Codec, task: Task[Any, Any] | None = None) ->
         run_at=run_at, created_at=created, started_at=utc(record.started_at),
         finished_at=utc(record.finished_at), lease_until=utc(record.lease_until),
         errors=_errors(record.errors),
+        uid=record.uid,
     )

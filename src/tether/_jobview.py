@@ -27,7 +27,7 @@ __all__ = ["Job"]
 class Job:
     """One job as of the moment it was read.
 
-    ``attempt`` counts claims (``(id, attempt)`` is the dedup key of an attempt); ``failures``
+    ``attempt`` counts claims (``(id, attempt, uid)`` is the dedup key of an attempt); ``failures``
     counts handler errors and timeouts, ``stall_count`` lost leases, ``interruptions`` leases
     handed back on shutdown. ``errors`` holds one ``{"attempt", "error", "reason", "at",
     "owner"}`` record per attempt that did not succeed, oldest first (``at`` a datetime).
@@ -60,6 +60,9 @@ class Job:
     finished_at: datetime | None
     lease_until: datetime | None
     errors: list[dict[str, Any]] = field(default_factory=list)
+    #: 128 random bits (32 hex digits) drawn at enqueue, never reused: ``id`` comes from a
+    #: counter that a store can hand out again after losing rows (docs/guarantees.md).
+    uid: str = ""
 
     @property
     def finished(self) -> bool:

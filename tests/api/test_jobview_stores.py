@@ -58,6 +58,8 @@ def _normal(job: tether.Job) -> dict[str, Any]:
     """The view with what differs by nature between stores replaced by its type."""
     out = dataclasses.asdict(job)
     out["id"] = int
+    assert len(job.uid) == 32 and int(job.uid, 16) >= 0, job.uid  # 128 random bits, in hex
+    out["uid"] = str
     for name in ("run_at", "created_at", "started_at", "finished_at", "lease_until"):
         value = out[name]
         assert value is None or (isinstance(value, datetime) and value.tzinfo is not None), \

@@ -128,3 +128,29 @@ def test_read_only_and_auth(tmp_path: object, store_url: str,
         assert c.get("/", headers={"authorization": f"Basic {good}"}).status_code == 200
         bad = base64.b64encode(b"ops:nope").decode()
         assert c.get("/", headers={"authorization": f"Basic {bad}"}).status_code == 401
+
+
+@pytest.mark.parametrize("store_kind", ["postgres", "redis"])  # the stores that can lose data
+def test_the_overview_says_when_the_store_lost_data(
+    store_kind: str, store_url: str, seeded: tuple[Store, dict[str, int]]
+) -> None:
+    """Issue 18, B: a data loss the stores counted (a PostgreSQL failover to a standby that
+    lagged, a Redis restart without persistence) is on the overview, as in `tether stats`."""
+    store, _ = seeded
+    if store_kind == "postgres":
+        from tether.stores._postgres.store import PostgresStore
+
+        assert isinstance(store, PostgresStore)
+        with store.transaction() as conn:
+            conn.execute(store.queries["identity_ensure"])
+            conn.execute(f'UPDATE "{store.schema}".identity SET data_loss = 2, '
+                         "last_data_loss_at = now(), timeline = 1")
+    else:
+        from tether.stores._redis.store import RedisStore
+
+        assert isinstance(store, RedisStore)
+        store._client.hset(store._key("incidents"), mapping={"data_loss": 2,
+                                                             "last_data_loss_at": 1.0})
+    with TestClient(create_app(lambda: open_store(store_url))) as c:
+        page = html.unescape(c.get("/").text)
+    assert "lost tether's data" in page and "2 time(s)" in page, page[:2000]

@@ -131,14 +131,19 @@ def test_upgrade_from_version_1_keeps_jobs_and_works(
         admin.execute("CREATE TABLE schema_version (version integer PRIMARY KEY, "
                       "applied_at timestamptz NOT NULL DEFAULT now())")
         admin.execute("INSERT INTO schema_version VALUES (1)")
-        admin.execute("INSERT INTO jobs (task, queue, payload, run_at, max_attempts, "
-                      "max_stalls, created_at) VALUES ('t', 'default', '[[], {}]', now(), 5, "
-                      "3, now())")
+        for _ in range(2):
+            admin.execute("INSERT INTO jobs (task, queue, payload, run_at, max_attempts, "
+                          "max_stalls, created_at) VALUES ('t', 'default', '[[], {}]', now(), "
+                          "5, 3, now())")
     with pytest.raises(SchemaError, match="older"):
         store.check_schema()
     assert store.migrate() == latest_version() == 5
     store.check_schema()
-    [job] = store.claim("w", ["default"], 1, 30)
+    # Version 4: every existing job got a uid of its own (issue 18, B), and the identity row.
+    uids = [store.get_job(i).uid for i in (1, 2)]  # type: ignore[union-attr]
+    assert all(len(u) == 32 and int(u, 16) >= 0 for u in uids) and uids[0] != uids[1], uids
+    assert store.info().extra["data_loss"] == "0"
+    [job, _] = store.claim("w", ["default"], 2, 30)
     assert job.lease_token and job.lease_token.endswith(f":{job.id}")
     assert store.finish([Outcome(job.lease, "done", result="1")]) == []
     done = store.get_job(job.id)

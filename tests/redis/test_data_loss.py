@@ -18,6 +18,7 @@ import pytest
 
 from tests.contract.helpers import transient
 from tests.redis.own_server import OwnRedis
+from tether._context import JobContext
 from tether.stores import NewJob, Outcome
 from tether.stores._redis.store import RedisStore
 
@@ -44,6 +45,8 @@ def test_a_stale_claim_cannot_touch_a_new_job_with_the_same_id(own_redis: OwnRed
         (new,) = transient(lambda: store.claim("w1", ["default"], 1, 30))
         assert (new.id, new.attempt, new.locked_by) == (old.id, old.attempt, old.locked_by)
         assert new.payload == '[["new"], {}]'
+        # Issue 18, B: the dedup key of the new job is not the old one's.
+        assert JobContext(new, store).dedup_key != JobContext(old, store).dedup_key
 
         assert store.heartbeat("w1", [old.lease], 30).lost == frozenset({old.lease})
         assert store.save_checkpoint(old.lease, '"stale"') is False

@@ -209,3 +209,17 @@ def test_only_a_claim_that_granted_jobs_leaves_a_request_record(
     assert [j.id for j in rstore.claim("w1", ["idle"], 10, 30, request_id=full)] == [job_id]
     assert raw.get(f"{prefix}:req:claim:{full}") == str(job_id)
     assert raw.pttl(f"{prefix}:req:claim:{full}") > 30_000
+
+
+def test_a_job_hash_written_before_uids_reads_with_a_stable_uid(
+    rstore: RedisStore, prefix: str, raw: redis.Redis
+) -> None:
+    """Issue 18, B: a job enqueued by an older tether has no uid field; it reads (and is
+    claimed) with one derived from its id and creation time, the same on every read."""
+    old, new = rstore.enqueue([NewJob("t"), NewJob("t")])
+    raw.hdel(f"{prefix}:job:{old}", "uid")
+    first = rstore.get_job(old)
+    assert first is not None and len(first.uid) == 32
+    assert rstore.get_job(old).uid == first.uid  # type: ignore[union-attr]
+    claimed = {j.id: j.uid for j in rstore.claim("w", ["default"], 5, 30)}
+    assert claimed[old] == first.uid and claimed[new] != first.uid

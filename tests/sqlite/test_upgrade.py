@@ -50,6 +50,9 @@ def test_version_1_file_is_upgraded_in_place(
     store.check_schema()
     assert store.info().schema_version == SCHEMA_VERSION
     assert make_store().migrate() == SCHEMA_VERSION  # idempotent
+    # Version 4: every job of the old file got a uid of its own (issue 18, B).
+    uids = [store.get_job(i).uid for i in (1, 2)]  # type: ignore[union-attr]
+    assert all(len(u) == 32 and int(u, 16) >= 0 for u in uids) and uids[0] != uids[1], uids
 
     (job,) = store.claim("w", ["default"], 5, 30.0)
     assert job.payload == "[[1], {}]" and job.lease_token

@@ -74,7 +74,7 @@ def test_outcomes_and_context_cross_the_process_boundary(make_app: MakeApp) -> N
     text = "héllo \n\"quoted\" ✓"
     assert ckpt.status == "done"
     assert ckpt.result == {
-        "dedup": f"{ckpt.id}:1", "queue": "default", "seen": None,
+        "dedup": f"{ckpt.id}:1:{ckpt.uid}", "queue": "default", "seen": None,
         "checkpoint": {"seen": None, "n": 1}, "progress": {"at": 1, "text": text},
         "text": text}
     assert ckpt.checkpoint == {"seen": None, "n": 1}

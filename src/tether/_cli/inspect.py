@@ -113,10 +113,16 @@ def durability_warnings(extra: dict[str, str]) -> list[str]:
     lost = extra.get("data_loss", "0")
     if lost not in ("0", "?"):
         at = extra.get("last_data_loss_at")
-        last = when(float(at)) + " UTC" if at else "?"
-        warnings.append(f"Redis lost tether's data {lost} time(s) (last {last}): the jobs it "
-                        "held then are gone and job ids were reused (set appendonly yes; see "
-                        "docs/stores.md)")
+        last = when(float(at)) if at else "?"
+        if "timeline" in extra:  # PostgreSQL: a failover to a standby that lagged
+            warnings.append(f"PostgreSQL lost tether's data in a failover {lost} time(s) "
+                            f"(last {last}): the jobs enqueued or finished just before are gone "
+                            "and job ids were reused (use synchronous replication; see "
+                            "docs/guarantees.md)")
+        else:
+            warnings.append(f"Redis lost tether's data {lost} time(s) (last {last}): the jobs "
+                            "it held then are gone and job ids were reused (set appendonly yes; "
+                            "see docs/stores.md)")
     policy = extra.get("maxmemory_policy")
     if policy not in (None, "?", "noeviction"):
         warnings.append(f"Redis maxmemory-policy is {policy}: eviction can delete jobs "

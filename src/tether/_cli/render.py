@@ -120,7 +120,7 @@ def job_dict(job: JobRecord) -> dict[str, Any]:
     """A job as JSON: decoded values, ISO 8601 times; the claim's token is left out."""
     payload = json.loads(job.payload)
     data: dict[str, Any] = {
-        "id": job.id, "task": job.task, "queue": job.queue, "status": job.status,
+        "id": job.id, "uid": job.uid, "task": job.task, "queue": job.queue, "status": job.status,
         "priority": job.priority, "attempt": job.attempt, "max_attempts": job.max_attempts,
         "failures": job.failures, "stall_count": job.stall_count, "max_stalls": job.max_stalls,
         "interruptions": job.interruptions, "unique_key": job.unique_key,
@@ -169,7 +169,7 @@ def job_detail(job: JobRecord, out: TextIO | None = None) -> None:
     out = out or sys.stdout
     data = job_dict(job)
     rows: list[tuple[str, str]] = []
-    for key in ("id", "task", "queue", "status", "failure_reason", "attempt", "max_attempts",
+    for key in ("id", "uid", "task", "queue", "status", "failure_reason", "attempt", "max_attempts",
                 "failures", "stall_count", "max_stalls", "interruptions", "priority",
                 "unique_key", "cancel_requested", "locked_by"):
         if data[key] is not None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether import _clock as clock
+from tether._cli.inspect import durability_warnings
 from tether._config import Settings
 from tether.stores._contract import STATUSES, Admin, JobFilter, JobRecord, WorkerInfo
 
@@ -71,11 +72,13 @@ def overview(store: Admin, settings: Settings, rates: Rates) -> dict[str, Any]:
     failed = sum(grid.get((q["name"], "failed"), 0) for q in queues)
     done_rate, fail_rate = rates.add(done, failed)
     recent_failed = store.search_jobs(JobFilter(status="failed"), limit=200)
+    info = store.info()
     return {
         "now": now, "queues": queues, "workers": workers, "leader": store.leader(ELECTION),
         "expiring": expiring[:20], "done_rate": done_rate, "fail_rate": fail_rate,
         "stalled_dead": sum(1 for j in recent_failed if j.failure_reason == "stalled"),
-        "recent_failed": len(recent_failed), "info": store.info(),
+        "recent_failed": len(recent_failed), "info": info,
+        "warnings": durability_warnings(info.extra),
         "totals": {s: sum(q[s] for q in queues) for s in STATUSES},
     }
 

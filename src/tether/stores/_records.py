@@ -49,8 +49,9 @@ class NewJob:
 class Lease:
     """The fence token of one claim. Every write about a running job carries one.
 
-    ``(job_id, attempt)`` is the user's dedup key; ``token`` is unique per claim across store
-    incarnations (see invariant 2), so an id reused after data loss cannot match.
+    ``(job_id, attempt)`` with the job's ``uid`` is the user's dedup key; ``token`` is unique
+    per claim across store incarnations (see invariant 2), so an id reused after data loss
+    cannot match.
     """
 
     job_id: int
@@ -93,6 +94,11 @@ class JobRecord:
     errors: str = "[]"
     #: The claim's random token (None unless running); part of :attr:`lease`.
     lease_token: str | None = None
+    #: 128 random bits as 32 lowercase hex digits, drawn when the job is enqueued and never
+    #: reused, unlike ``id``: a counter that hands ids out again after the store lost rows (a
+    #: failover to an asynchronous standby, a Redis restart without persistence). Part of the
+    #: dedup key, so that it never names two jobs.
+    uid: str = ""
 
     # Decoded views for users of ``App.get_job``; the fields stay JSON text across the seam.
     @property
@@ -131,7 +137,7 @@ _new = object.__new__
 
 def job_of(values: Sequence[Any]) -> JobRecord:
     """``Job(*values)`` for a full row (every field, in order), built without the frozen
-    dataclass ``__init__``: that sets each of the 27 fields through ``object.__setattr__``,
+    dataclass ``__init__``: that sets each of the 28 fields through ``object.__setattr__``,
     and a claim builds one Job per job on the worker's hot path. Same object, equal to
     ``Job(*values)``; a row of the wrong length is refused as ``Job(*values)`` would."""
     if len(values) != len(_JOB_SETTERS):

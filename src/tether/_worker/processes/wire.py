@@ -41,7 +41,7 @@ Message = tuple[Header, list[str | None]]
 _JOB_FIELDS = ("id", "task", "queue", "status", "priority", "run_at", "attempt", "max_attempts",
                "failures", "stall_count", "max_stalls", "interruptions", "locked_by",
                "lease_until", "created_at", "started_at", "finished_at", "failure_reason",
-               "unique_key", "cancel_requested", "lease_token")
+               "unique_key", "cancel_requested", "lease_token", "uid")
 _ID, _ATTEMPT = _JOB_FIELDS.index("id"), _JOB_FIELDS.index("attempt")
 OUTCOME_KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
 
@@ -195,7 +195,7 @@ def run_size(job: JobRecord) -> int:
     """An upper bound of the bytes ``job`` adds to a ``runs`` message, without encoding it: a
     character takes at most 6 bytes in the header, 4 in a blob; any other field 24."""
     texts = (job.task, job.queue, job.status, job.locked_by, job.failure_reason,
-             job.unique_key, job.lease_token)
+             job.unique_key, job.lease_token, job.uid)
     size = 64 + 24 * len(_JOB_FIELDS) + 6 * sum(len(t) for t in texts if t)
     for blob in (job.payload, job.checkpoint, job.progress):
         if blob is not None:

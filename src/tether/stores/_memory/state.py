@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import secrets
 import threading
 import weakref
 from collections.abc import Callable, Iterator
@@ -115,7 +116,8 @@ class Shared:
             max_stalls=new.max_stalls, interruptions=0, locked_by=None, lease_until=None,
             created_at=t, started_at=None, finished_at=None, last_error=None,
             failure_reason=None, result=None, checkpoint=None, progress=None,
-            unique_key=new.unique_key, cancel_requested=False, errors="[]", lease_token=None)
+            unique_key=new.unique_key, cancel_requested=False, errors="[]", lease_token=None,
+            uid=secrets.token_hex(16))
         self.put(job)
         return job.id
 

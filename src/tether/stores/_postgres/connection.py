@@ -18,7 +18,7 @@ import os
 import re
 import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -114,6 +114,9 @@ class Connector:
             "tcp_user_timeout": 10_000,
         }
         self._opened = False
+        #: Called after every new connection: the server behind the URL may be another one
+        #: now (a multi-host URL after a failover), so the store's watch looks at once.
+        self.on_connect: Callable[[], None] | None = None
         self.pool = ConnectionPool(self.connect, max_size=max_size, timeout=timeout)
         # Fail fast with the real reason (wrong host, password, database) at open time: the
         # preflight connection becomes the pool's first.
@@ -125,12 +128,15 @@ class Connector:
     def connect(self, **overrides: Any) -> Conn:
         """A fresh connection (the pool's, or the listener's own)."""
         try:
-            return psycopg.connect(self.dsn, **{**self._kwargs, **overrides})
+            conn = psycopg.connect(self.dsn, **{**self._kwargs, **overrides})
         except psycopg.Error as exc:
             error = connect_error(self.url, exc, first=not self._opened)
             if any(secret in str(exc) for secret in secrets_in(self.url)):
                 raise error from None  # the driver quoted the password: do not chain it
             raise error from exc
+        if self.on_connect is not None:
+            self.on_connect()
+        return conn
 
     async def aconnect(self) -> psycopg.AsyncConnection[Any]:
         """A fresh async connection (the async producer's), with the pool's settings; a

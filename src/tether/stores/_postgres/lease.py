@@ -70,7 +70,11 @@ class PostgresLeases(Plumbing):
         else:
             params["queues"] = list(queues)
             rows = self._rows("claim_queues", params)
-        return [job_of(row) for row in rows]
+        jobs = [job_of(row) for row in rows]
+        if jobs:
+            newest = max(jobs, key=lambda job: job.id)
+            self._watch.saw_claimed((newest.id, newest.uid))
+        return jobs
 
     def heartbeat(
         self,

@@ -18,6 +18,8 @@ import psycopg
 from tether._errors import StoreError, StoreUnavailable
 from tether.stores._postgres import statements
 from tether.stores._postgres.connection import Conn, Connector
+from tether.stores._postgres.watch import FailoverWatch, Sighting
+from tether.stores._urls import redact
 
 #: Statements that hit a race they cannot see (SQLSTATE 40001 / a concurrent unique key) are
 #: run this many times in all before the caller is told to retry.
@@ -37,12 +39,58 @@ class Plumbing:
         self.done_key = self._connector.done_key
         self.application_name = self._connector.application_name
         self.queries = statements.for_schema(self.schema)
+        self._watch = FailoverWatch(f"{redact(url)} schema {self.schema!r}")
+        self._connector.on_connect = self._watch.soon
+
+    @property
+    def check_interval(self) -> float:
+        """Seconds between looks for a failover / data loss on enqueue, claim and heartbeat."""
+        return self._watch.interval
+
+    @check_interval.setter
+    def check_interval(self, seconds: float) -> None:
+        self._watch.interval = seconds
 
     def _rows(self, name: str, params: dict[str, Any], conn: Conn | None = None) -> list[Row]:
         """Run one named statement on a pool connection, or on the caller's (inside its
         transaction, never committing it), with driver errors mapped."""
-        with self._connector.connection(conn) as used:
-            return used.execute(self.queries[name], params).fetchall()
+        try:
+            with self._connector.connection(conn) as used:
+                if conn is None and self._watch.due():
+                    self._observe(used)  # on this connection, before this statement
+                return used.execute(self.queries[name], params).fetchall()
+        except StoreUnavailable:
+            self._watch.soon()  # the server may be failing over: look as soon as it answers
+            raise
+
+    def _observe(self, conn: Conn) -> None:
+        """Look for a failover or data loss (see watch.py) on ``conn``, a pool connection
+        about to run the caller's statement: after a failover, the look comes before the
+        first id is drawn from the new server. A refused look never fails the caller's call;
+        a broken connection fails it as the caller's statement would have."""
+        q = self.queries
+        try:
+            probe = {"id": self._watch.probe_id()}
+            seen = Sighting(conn.execute(q["observe"], probe).fetchone())
+            if not seen.has_identity:  # a schema cloned without its rows
+                conn.execute(q["identity_ensure"])
+                seen = Sighting(conn.execute(q["observe"], probe).fetchone())
+            lost, moved = self._watch.judge(seen)
+            if lost and seen.epoch == self._watch.epoch:  # we are the first to see it
+                row = conn.execute(q["count_data_loss"], {"epoch": seen.epoch}).fetchone()
+                if row is None:  # another process counted it first: take its epoch
+                    row = conn.execute(q["observe"], probe).fetchone()
+                seen.epoch = None if row is None else row[0]
+            if seen.timeline is not None and seen.timeline != seen.recorded_timeline:
+                conn.execute(q["count_failover"], {"timeline": seen.timeline,
+                                                   "old": seen.recorded_timeline})
+        except psycopg.Error as exc:
+            if conn.broken or isinstance(exc, psycopg.OperationalError):
+                self._watch.soon()  # not answering: look again before the next call's work
+                raise
+            self._watch.failed(exc)  # refused (a server without these functions): said once
+            return
+        self._watch.learn(seen, lost=lost, moved=moved)
 
     def _one(self, name: str, params: dict[str, Any]) -> Row | None:
         rows = self._rows(name, params)

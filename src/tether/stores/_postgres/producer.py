@@ -48,7 +48,9 @@ class PostgresProducer(ProducerCache, Plumbing):
                             jobs_key=self._connector.jobs_key, gate=conn is None)
         if call is None:
             return []
-        return ids_of(call, self._retrying(call.name, call.params, conn, race))
+        ids = ids_of(call, self._retrying(call.name, call.params, conn, race))
+        self._watch.saw_ids(ids)
+        return ids
 
     def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
         limits.check_job_id(job_id)

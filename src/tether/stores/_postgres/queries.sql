@@ -12,7 +12,7 @@
 --   clock rules lease expiry for every machine. That clock is statement_timestamp(): in our
 --   own autocommit statements it equals now(), and inside a caller's long transaction it is
 --   still the moment of the statement, not of the transaction's BEGIN.
--- * Job rows come back in the field order of tether.stores.JobRecord.
+-- * Job rows come back in the field order of tether.stores.JobRecord (uid as 32 hex digits).
 -- * Every fenced write matches (id, attempt, locked_by, lease_token) and status = 'running'.
 
 -- name: now
@@ -76,7 +76,7 @@ SELECT id, task, queue, payload, status, priority, extract(epoch FROM run_at)::f
        extract(epoch FROM lease_until)::float8, extract(epoch FROM created_at)::float8,
        extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8,
        last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors::text, lease_token
+       cancel_requested, errors::text, lease_token, replace(uid::text, '-', '')
 FROM got
 ORDER BY priority, run_at, id
 
@@ -122,7 +122,7 @@ SELECT id, task, queue, payload, status, priority, extract(epoch FROM run_at)::f
        extract(epoch FROM lease_until)::float8, extract(epoch FROM created_at)::float8,
        extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8,
        last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors::text, lease_token
+       cancel_requested, errors::text, lease_token, replace(uid::text, '-', '')
 FROM got
 ORDER BY priority, run_at, id
 

@@ -120,6 +120,7 @@ class PostgresSchema(Plumbing):
         with self._connector.connection() as conn:
             version = current(conn, self.queries)
             server = conn.info.server_version
+            incidents = _incidents(conn, self.queries) if version >= IDENTITY_VERSION else {}
         stats = self._connector.pool.stats()
         return StoreInfo(
             kind=self.kind,
@@ -132,8 +133,26 @@ class PostgresSchema(Plumbing):
                 "pool_max": str(stats["pool_max"]),
                 "channel": self.channel,
                 "application_name": self.application_name,
+                **incidents,
             },
         )
+
+
+#: The schema version that made the identity row (0004).
+IDENTITY_VERSION = 4
+
+
+def _incidents(conn: Conn, queries: dict[str, str]) -> dict[str, str]:
+    """The failovers and data losses counted by the stores' watches (see watch.py)."""
+    row = conn.execute(queries["identity_info"], prepare=False).fetchone()
+    timeline, failovers, lost, failover_at, lost_at = row or (None, 0, 0, None, None)
+    found = {"timeline": "?" if timeline is None else str(timeline),
+             "failovers": str(failovers or 0), "data_loss": str(lost or 0)}
+    if failover_at is not None:
+        found["last_failover_at"] = str(failover_at)
+    if lost_at is not None:
+        found["last_data_loss_at"] = str(lost_at)
+    return found
 
 
 __all__ = ["PostgresSchema", "check", "current", "latest_version", "migrate", "migrations"]

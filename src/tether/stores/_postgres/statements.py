@@ -14,7 +14,8 @@ from psycopg import sql
 from tether.stores import _queries as named
 
 PACKAGE = "tether.stores._postgres"
-FILES = ("queries.sql", "producers.sql", "admin.sql", "ops.sql", "aio.sql", "schedules.sql")
+FILES = ("queries.sql", "producers.sql", "admin.sql", "ops.sql", "aio.sql", "schedules.sql",
+         "identity.sql")
 
 
 def _load() -> dict[str, str]:

@@ -191,8 +191,13 @@ end
 -- Insert the (checked) batch; a unique_key hit yields the live holder's id (first occurrence in
 -- the batch wins because the key is recorded as soon as its job is inserted). Returns the ids
 -- in input order and the set of queues to wake.
+-- uid: never reused, unlike the id (a restart without persistence or a failover to a replica
+-- that lagged starts INCR again). SHA-1 of the server's own microsecond clock, the id and the
+-- prefix: the same id handed out again comes at another microsecond, and no argument is added.
 local function enqueue_insert(first, now, now_s)
   local out, woken = {}, {}
+  local t = redis.call('TIME')
+  local salt = P .. ':' .. t[1] .. '.' .. t[2] .. ':'
   for i = first, #ARGV, ENQ_N do
     local task, payload, q, prio = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
     local ukey = nil
@@ -221,7 +226,8 @@ local function enqueue_insert(first, now, now_s)
         'status', 'pending', 'priority', prio, 'run_at', run_at_s, 'attempt', 0,
         'max_attempts', ARGV[i + 6], 'failures', 0, 'stall_count', 0,
         'max_stalls', ARGV[i + 7], 'interruptions', 0, 'created_at', now_s,
-        'cancel_requested', 0, 'errors', '[]')
+        'cancel_requested', 0, 'errors', '[]',
+        'uid', string.sub(redis.sha1hex(salt .. id), 1, 32))
       if ukey then
         redis.call('HSET', k, 'unique_key', ukey)
         redis.call('HSET', P .. ':unique', ukey, id)

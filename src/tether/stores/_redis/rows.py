@@ -8,6 +8,7 @@ job, never a raw ``KeyError``/``ValueError`` from here.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
@@ -122,4 +123,13 @@ def _job(d: dict[str, str]) -> JobRecord:
         cancel_requested=d.get("cancel_requested", "0") == "1",
         errors=d.get("errors", "[]"),
         lease_token=d.get("lease_token"),
+        uid=d.get("uid") or legacy_uid(d),
     )
+
+
+def legacy_uid(d: dict[str, str]) -> str:
+    """The uid of a job hash written before uids existed: derived from its id and creation
+    time (microseconds), so it is stable across reads and differs from any job that gets the
+    same id later. Never written back: reading must not write."""
+    seed = f"legacy:{d['id']}:{d.get('created_at', '')}".encode()
+    return hashlib.sha1(seed, usedforsecurity=False).hexdigest()[:32]

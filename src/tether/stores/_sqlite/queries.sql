@@ -59,11 +59,13 @@ DELETE FROM requests WHERE (kind, id) IN (
 -- One new pending job. Run per job inside the batch's single transaction so the id of each
 -- input is known (lastrowid) and a unique_key inserted earlier in the batch is seen by
 -- enqueue_find_unique for the later ones. The due time is computed here (run_at, else store now
--- + delay) so that Python has nothing to compute while the write lock is held.
+-- + delay) so that Python has nothing to compute while the write lock is held. uid: 128 random
+-- bits drawn by SQLite itself (no Python work, no extra parameter), never reused, unlike the id
+-- (a restored backup hands ids out again): the dedup key's part that never names two jobs.
 INSERT INTO jobs (task, queue, payload, status, priority, run_at, max_attempts, max_stalls,
-                  unique_key, created_at)
+                  unique_key, created_at, uid)
 VALUES (:task, :queue, :payload, 'pending', :priority, coalesce(:run_at, :now + :delay),
-        :max_attempts, :max_stalls, :unique_key, :now)
+        :max_attempts, :max_stalls, :unique_key, :now, lower(hex(randomblob(16))))
 
 -- name: claim
 -- The claim IS the lease grant: one UPDATE moves the chosen pending rows to running and sets
@@ -99,7 +101,7 @@ WHERE id IN (
 RETURNING id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
           stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
           finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-          cancel_requested, errors, lease_token
+          cancel_requested, errors, lease_token, uid
 
 -- name: claim_replayed
 -- A claim repeated with the same request id (its reply was lost): the jobs it claimed that are
@@ -108,7 +110,7 @@ RETURNING id, task, queue, payload, status, priority, run_at, attempt, max_attem
 SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
        stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
        finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors, lease_token
+       cancel_requested, errors, lease_token, uid
 FROM jobs INDEXED BY jobs_lease
 WHERE status = 'running' AND locked_by = :owner
   AND lease_token = :nonce || ':' || id
@@ -396,7 +398,7 @@ SELECT name, holder, term, expires_at FROM leaders WHERE name = :name AND holder
 SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
        stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
        finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors, lease_token
+       cancel_requested, errors, lease_token, uid
 FROM jobs WHERE id = :id
 
 -- name: list_jobs
@@ -405,7 +407,7 @@ FROM jobs WHERE id = :id
 SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
        stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
        finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors, lease_token
+       cancel_requested, errors, lease_token, uid
 FROM jobs
 WHERE id > :after_id
   AND (:status IS NULL OR status = :status)

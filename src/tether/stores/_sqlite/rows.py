@@ -54,7 +54,7 @@ def store_now(conn: sqlite3.Connection, now: float | None) -> float:
 
 def job_from_row(row: Sequence[Any]) -> JobRecord:
     """A row selected with the JobRecord column list (cancel_requested is stored as 0/1)."""
-    return job_of((*row[:24], row[24] == 1, row[25], row[26]))
+    return job_of((*row[:24], row[24] == 1, row[25], row[26], row[27]))
 
 
 class FinishPlan:

@@ -1,5 +1,13 @@
--- Schema of the SQLite store, version 4: a placeholder. Version 4 is written on another branch
--- of issue 18 (the failover slice); this branch's change is version 5, and the versions must
--- run 1..N without a gap. Whoever merges both replaces this file with the real version 4 (a
--- merge conflict on this path says so); merged alone, this branch's version 5 is renumbered 4.
--- No statement: an empty step only records its version row.
+-- Schema of the SQLite store, version 4 (issue 18, B): upgrade steps applied on top of version 3,
+-- in file order, in the same transaction as the version row that records them.
+
+-- name: add_jobs_uid
+-- 128 random bits per job, drawn at enqueue (enqueue_insert) and never reused. The id is not
+-- enough to name a job: a database restored from a backup or a copy that lost its last
+-- transactions hands ids out again, and the dedup key "<id>:<attempt>" would then name two
+-- jobs. SQLite cannot give a column a non-constant default, so enqueue_insert writes it.
+ALTER TABLE jobs ADD COLUMN uid TEXT
+
+-- name: fill_jobs_uid
+-- Every job enqueued by an older tether gets its own random uid, in the upgrade's transaction.
+UPDATE jobs SET uid = lower(hex(randomblob(16))) WHERE uid IS NULL
