@@ -75,7 +75,7 @@ class ThrowawayRedis:
         with contextlib.closing(self.client()) as c:
             return int(c.info("memory")["used_memory"])
 
-    def fill(self, chunk: int = 64 * 1024, margin: int = 512 * 1024) -> int:
+    def fill(self, chunk: int = 64 * 1024, margin: int = 2 * 1024 * 1024) -> int:
         """Put the server at its limit under ``noeviction``: maxmemory a little above what it
         uses now, then filler keys (``filler:N``, outside any tether prefix) until it refuses
         writes. Returns the maxmemory set."""
@@ -87,8 +87,14 @@ class ThrowawayRedis:
                 try:
                     c.set(f"filler:{n}", "x" * chunk)
                 except redis.exceptions.OutOfMemoryError:
-                    return limit
-        raise AssertionError("the server never refused a write")
+                    break
+            else:
+                raise AssertionError("the server never refused a write")
+        # Usage wobbles (client buffers, expiring keys): a limit a little under what is used
+        # keeps the server refusing until the test frees memory.
+        limit = self.used_memory() - margin // 2
+        self.config("maxmemory", limit)
+        return limit
 
     def unlimit(self) -> None:
         """Memory frees: no limit any more."""

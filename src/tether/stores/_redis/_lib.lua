@@ -14,6 +14,18 @@ local function jk(id) return P .. ':job:' .. id end
 local function fmt(x) return string.format('%.17g', x) end
 local function pad(id) return string.format('%016d', tonumber(id)) end
 
+-- Ask for room before the first write. Why: at maxmemory under noeviction Redis refuses only
+-- the commands that may grow memory (ZADD, HSET, ...), checked against the memory state when
+-- the script started, and never rolls a script back; a script whose first write is a ZREM or
+-- HDEL would apply that and then fail at its first HSET: a job out of the pending zset but
+-- never claimed, or unlocked but still in the running zset. ZADD XX of a member of a key that
+-- never exists is refused exactly when any growing write would be, and otherwise writes,
+-- replicates and allocates nothing. So a script that writes calls room() first: at the limit
+-- it fails (OOM, StoreFull to the caller) having changed nothing.
+local function room()
+  redis.call('ZADD', P .. ':room', 'XX', 0, '-')
+end
+
 local function clock(arg)
   if arg ~= nil and arg ~= '' then return tonumber(arg), arg end
   local t = redis.call('TIME')

@@ -8,6 +8,7 @@
 -- ARGV: P, now|'', name, tick, then 0 or 10 job fields (see enqueue_check).
 -- Returns the job id, or -1 when the tick was taken already / a skip was recorded.
 local now, now_s = clock(ARGV[2])
+room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local name, tick = ARGV[3], ARGV[4]
 local has_job = #ARGV > 4
 if has_job then

@@ -63,8 +63,9 @@ import secrets
 import threading
 from typing import Any
 
-from tether._errors import StoreError, StoreUnavailable
+from tether._errors import StoreError, StoreFull, StoreUnavailable
 from tether.stores._contract import Capabilities
+from tether.stores._redis import memory as _memory
 from tether.stores._redis import url as _url
 from tether.stores._redis.admin import RedisAdmin
 from tether.stores._redis.calls import script_text as _script_text
@@ -98,6 +99,7 @@ class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, Redi
         checked = _url.parse(url, prefix)
         self.prefix = checked.prefix
         self._url = checked.shown
+        self._allow_eviction = checked.allow_eviction
         self._client = connect(checked.client_url, options)
         self._client_url, self._options = checked.client_url, options  # the async producer's
         self._scripts = {n: self._client.register_script(_script_text(n)) for n in _SCRIPTS}
@@ -120,9 +122,17 @@ class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, Redi
         try:
             with io():
                 return self._scripts[name](args=[self.prefix, *args])
+        except StoreFull:
+            _memory.refused(self._url)  # claims wait for room (memory.py)
+            raise
         except StoreUnavailable:
             self._watch.soon()  # the server may be restarting: look as soon as it answers
             raise
+
+    def _room(self) -> None:
+        """StoreFull while this server refused a write for memory and has no room yet."""
+        with io():
+            _memory.check_room(self._url, self._client)
 
     def _ops(self, name: str, *args: str) -> Any:
         scripts: dict[str, Any] = self.__dict__.setdefault("_ops_scripts", {})

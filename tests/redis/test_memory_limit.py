@@ -1,0 +1,147 @@
+"""Redis at its ``maxmemory`` under ``noeviction`` (issue 18, C), on a throwaway server.
+
+At the limit Redis refuses every command that may grow memory. A worker must then stop claiming
+(a job claimed then can be neither finished nor renewed: the queue wedges), say why once at
+WARNING, and resume by itself when memory frees; a refused call must change nothing (Redis
+never rolls a script back, so a script that fails half-way would strand a job); and
+``tether stats`` / ``tether health`` must work and say that the store is full.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import tether
+from tests.throwaway.redis import ThrowawayRedis, throwaway_redis
+from tests.worker.helpers import running, wait_until
+from tether._cli.main import main
+from tether._errors import StoreFull, StoreUnavailable
+from tether.stores import NewJob, Outcome
+from tether.stores._redis.store import RedisStore
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ThrowawayRedis]:
+    with throwaway_redis(tmp_path) as s:
+        yield s
+
+
+def _store(server: ThrowawayRedis) -> RedisStore:
+    store = RedisStore(f"{server.url}?prefix=mem")
+    store.migrate()
+    return store
+
+
+def test_a_refused_claim_changes_nothing_and_says_the_store_is_full(
+    server: ThrowawayRedis,
+) -> None:
+    store = _store(server)
+    try:
+        (job_id,) = store.enqueue([NewJob("t")])
+        server.fill()
+        with pytest.raises(StoreFull) as info:
+            store.claim("w", ["default"], 1, 30)
+        assert isinstance(info.value, StoreUnavailable), "callers that retry keep working"
+        assert "maxmemory" in str(info.value)
+        with pytest.raises(StoreFull):
+            store.enqueue([NewJob("t")])
+        server.unlimit()
+        (job,) = store.claim("w", ["default"], 1, 30)  # nothing was stranded half-claimed
+        assert job.id == job_id and job.attempt == 1
+        assert store.finish([Outcome(job.lease, "done")]) == []
+    finally:
+        store.close()
+
+
+def test_a_refused_reap_changes_nothing(server: ThrowawayRedis) -> None:
+    store = _store(server)
+    try:
+        store.enqueue([NewJob("t")])
+        (job,) = store.claim("w", ["default"], 1, 1)
+        server.fill()
+        with pytest.raises(StoreFull):
+            store.reap_expired(stall_grace=0, now=store.now() + 60)
+        server.unlimit()
+        (reaped,) = store.reap_expired(stall_grace=0, now=store.now() + 60)
+        assert reaped.job_id == job.id and reaped.status == "pending"
+        (again,) = store.claim("w", ["default"], 1, 30)
+        assert again.id == job.id and again.attempt == 2
+    finally:
+        store.close()
+
+
+def test_stats_and_health_work_at_the_limit_and_say_so(
+    server: ThrowawayRedis, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = _store(server)
+    store.enqueue([NewJob("t")])
+    store.close()
+    server.fill()
+    url = f"{server.url}?prefix=mem"
+    code = main(["stats", "--url", url, "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["queues"]["default"]["pending"] == 1
+    extra = data["store_info"]
+    assert int(extra["maxmemory"]) > 0 and int(extra["used_memory"]) >= int(extra["maxmemory"])
+    assert any("memory limit" in w for w in data["warnings"]), data["warnings"]
+    code = main(["stats", "--url", url])
+    out, err = capsys.readouterr()
+    assert code == 0 and "memory limit" in out, err
+    code = main(["health", "--url", url])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "memory limit" in out + err
+
+
+def test_workers_stop_claiming_at_the_limit_say_so_once_and_resume(
+    server: ThrowawayRedis, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    app = tether.App(f"{server.url}?prefix=mem", lease_ttl=2.0, poll_interval=0.05)
+    gate = threading.Event()
+    started: list[int] = []
+
+    @app.task(queue="q")
+    def hold(n: int) -> int:
+        started.append(n)
+        if n < 2:  # the two first jobs are held while the server fills up
+            gate.wait(30)
+        return n
+
+    held = [hold.enqueue(n) for n in range(2)]
+    with caplog.at_level(logging.INFO, logger="tether"), running(app, concurrency=2,
+                                                                   queues=["q"]):
+        wait_until(lambda: len(started) == 2, what="the two held jobs to start")
+        server.fill()
+        with pytest.raises(StoreFull):  # producers are refused with a clear StoreFull
+            hold.enqueue(99)
+        gate.set()  # their outcomes cannot be stored now: they are retried after
+
+        def warned() -> list[logging.LogRecord]:
+            return [r for r in caplog.records if r.levelno == logging.WARNING
+                    and "not claiming" in r.getMessage()]
+
+        wait_until(warned, what="the WARNING that the worker stops claiming")
+        server.unlimit()
+        wait_until(lambda: all(app.get_job(j).status == "done" for j in held), 30,
+                   "the held jobs to finish once memory frees")
+        later = [hold.enqueue(n) for n in range(10, 15)]
+        wait_until(lambda: all(app.get_job(j).status == "done" for j in later), 30,
+                   "new jobs to run after memory freed")
+        resumed = [r for r in caplog.records if r.levelno == logging.INFO
+                   and "claiming again" in r.getMessage()]
+        assert resumed, "the resume is logged at INFO"
+    assert len(warned()) == 1, [r.getMessage() for r in warned()]
+    for job in (*held, *later):
+        view = app.get_job(job)
+        assert view.status == "done", (job, view.status, view.last_error)
+    app.close()
