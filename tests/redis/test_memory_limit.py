@@ -61,6 +61,25 @@ def test_a_refused_claim_changes_nothing_and_says_the_store_is_full(
         store.close()
 
 
+def test_after_a_refusal_claims_wait_for_room_not_for_a_gap(server: ThrowawayRedis) -> None:
+    """Keys that expire free a little memory now and then; a claim slipping into that gap
+    would take jobs the server cannot then let it renew or finish."""
+    store = _store(server)
+    try:
+        store.enqueue([NewJob("t")])
+        server.fill()
+        with pytest.raises(StoreFull):
+            store.heartbeat("w", [], 30)  # e.g. the heartbeater meets the limit first
+        server.config("maxmemory", server.used_memory() + 64 * 1024)  # a gap
+        store.enqueue([NewJob("t")])  # writes go through again...
+        with pytest.raises(StoreFull, match="no new claims"):  # ...but no room to claim
+            store.claim("w", ["default"], 2, 30)
+        server.unlimit()
+        assert len(store.claim("w", ["default"], 2, 30)) == 2
+    finally:
+        store.close()
+
+
 def test_a_refused_reap_changes_nothing(server: ThrowawayRedis) -> None:
     store = _store(server)
     try:
