@@ -61,6 +61,28 @@ def test_a_refused_claim_changes_nothing_and_says_the_store_is_full(
         store.close()
 
 
+def test_what_a_worker_holds_is_renewed_and_finished_at_the_limit(
+    server: ThrowawayRedis,
+) -> None:
+    """Redis >= 7 runs flagged scripts at the limit: a worker keeps its leases and stores its
+    outcomes (at most what it holds; it claims nothing more), so nothing is run twice."""
+    store = _store(server)
+    try:
+        store.enqueue([NewJob("t") for _ in range(2)])
+        first, second = store.claim("w", ["default"], 2, 30)
+        server.fill()
+        assert store.heartbeat("w", [first.lease, second.lease], 30).lost == frozenset()
+        assert store.finish([Outcome(first.lease, "done", result='"ok"')]) == []
+        assert store.finish([Outcome(second.lease, "error", error="boom")]) == []
+        done, retried = store.get_job(first.id), store.get_job(second.id)
+        assert done is not None and (done.status, done.attempt) == ("done", 1)
+        assert retried is not None and retried.status == "pending"
+        with pytest.raises(StoreFull):
+            store.claim("w", ["default"], 1, 30)
+    finally:
+        store.close()
+
+
 def test_after_a_refusal_claims_wait_for_room_not_for_a_gap(server: ThrowawayRedis) -> None:
     """Keys that expire free a little memory now and then; a claim slipping into that gap
     would take jobs the server cannot then let it renew or finish."""
@@ -69,7 +91,7 @@ def test_after_a_refusal_claims_wait_for_room_not_for_a_gap(server: ThrowawayRed
         store.enqueue([NewJob("t")])
         server.fill()
         with pytest.raises(StoreFull):
-            store.heartbeat("w", [], 30)  # e.g. the heartbeater meets the limit first
+            store.reap_expired(now=store.now())  # e.g. the maintainer meets the limit first
         server.config("maxmemory", server.used_memory() + 64 * 1024)  # a gap
         store.enqueue([NewJob("t")])  # writes go through again...
         with pytest.raises(StoreFull, match="no new claims"):  # ...but no room to claim
@@ -143,16 +165,16 @@ def test_workers_stop_claiming_at_the_limit_say_so_once_and_resume(
         server.fill()
         with pytest.raises(StoreFull):  # producers are refused with a clear StoreFull
             hold.enqueue(99)
-        gate.set()  # their outcomes cannot be stored now: they are retried after
+        gate.set()  # the held jobs end while the server is full
 
         def warned() -> list[logging.LogRecord]:
             return [r for r in caplog.records if r.levelno == logging.WARNING
                     and "not claiming" in r.getMessage()]
 
         wait_until(warned, what="the WARNING that the worker stops claiming")
-        server.unlimit()
         wait_until(lambda: all(app.get_job(j).status == "done" for j in held), 30,
-                   "the held jobs to finish once memory frees")
+                   "the held jobs to finish at the limit")
+        server.unlimit()
         later = [hold.enqueue(n) for n in range(10, 15)]
         wait_until(lambda: all(app.get_job(j).status == "done" for j in later), 30,
                    "new jobs to run after memory freed")
@@ -162,5 +184,6 @@ def test_workers_stop_claiming_at_the_limit_say_so_once_and_resume(
     assert len(warned()) == 1, [r.getMessage() for r in warned()]
     for job in (*held, *later):
         view = app.get_job(job)
-        assert view.status == "done", (job, view.status, view.last_error)
+        assert (view.status, view.attempt) == ("done", 1), (job, view.status, view.last_error)
+    assert sorted(started) == [0, 1, 10, 11, 12, 13, 14], "no job ran twice, none was lost"
     app.close()
