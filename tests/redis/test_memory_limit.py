@@ -83,6 +83,24 @@ def test_what_a_worker_holds_is_renewed_and_finished_at_the_limit(
         store.close()
 
 
+def test_the_maintenance_leader_stays_and_prunes_at_the_limit(server: ThrowawayRedis) -> None:
+    """Pruning only deletes: the leader that runs it must not lose its term at the limit."""
+    store = _store(server)
+    try:
+        store.enqueue([NewJob("t", payload=f'[["{"x" * 5000}"], {{}}]') for _ in range(50)])
+        jobs = store.claim("w", ["default"], 50, 30)
+        store.finish([Outcome(j.lease, "done") for j in jobs])
+        lead = store.leader_acquire("maintenance:prune", "w", 30)
+        assert lead is not None
+        server.fill()
+        assert store.leader_renew("maintenance:prune", "w", lead.term, 30) is not None
+        before = server.used_memory()
+        assert store.prune("done", 0, now=store.now() + 1) == 50
+        assert server.used_memory() < before
+    finally:
+        store.close()
+
+
 def test_after_a_refusal_claims_wait_for_room_not_for_a_gap(server: ThrowawayRedis) -> None:
     """Keys that expire free a little memory now and then; a claim slipping into that gap
     would take jobs the server cannot then let it renew or finish."""
