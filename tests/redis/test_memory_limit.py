@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 import tether
 from tests.throwaway.redis import ThrowawayRedis, throwaway_redis
@@ -23,6 +24,7 @@ from tests.worker.helpers import running, wait_until
 from tether._cli.main import main
 from tether._errors import StoreFull, StoreUnavailable
 from tether.stores import NewJob, Outcome
+from tether.stores._redis.connection import io
 from tether.stores._redis.store import RedisStore
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
@@ -205,3 +207,12 @@ def test_workers_stop_claiming_at_the_limit_say_so_once_and_resume(
         assert (view.status, view.attempt) == ("done", 1), (job, view.status, view.last_error)
     assert sorted(started) == [0, 1, 10, 11, 12, 13, 14], "no job ran twice, none was lost"
     app.close()
+
+
+def test_the_refusal_as_redis_5_and_6_word_it_inside_a_script_is_store_full() -> None:
+    """No Redis < 7 here to fill: its reply text, as those versions send it, is enough to
+    check the translation (Redis 7's own reply is met by every test above)."""
+    text = ("Error running script (call to f_0123): @user_script:26: -OOM command not allowed "
+            "when used memory > 'maxmemory'.")
+    with pytest.raises(StoreFull), io():
+        raise redis.ResponseError(text)

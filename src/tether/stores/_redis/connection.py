@@ -50,7 +50,10 @@ def is_full(exc: redis.RedisError) -> bool:
     oom = getattr(redis.exceptions, "OutOfMemoryError", None)
     if isinstance(oom, type) and isinstance(exc, oom):
         return True
-    return str(exc).startswith("OOM ")
+    # Redis < 7 wraps an error raised inside a script: "ERR Error running script ...: -OOM
+    # command not allowed when used memory > 'maxmemory'".
+    text = str(exc)
+    return text.startswith("OOM ") or "command not allowed when used memory" in text
 
 
 def is_transient(exc: redis.RedisError) -> bool:
