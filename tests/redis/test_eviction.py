@@ -56,6 +56,7 @@ def test_migrate_and_opening_refuse_an_evicting_policy(server: ThrowawayRedis) -
     app.close()
 
 
+@pytest.mark.slow
 def test_tether_migrate_and_worker_refuse_with_one_line(server: ThrowawayRedis) -> None:
     server.config("maxmemory-policy", "volatile-lru")
     url = f"{server.url}?prefix=ev"

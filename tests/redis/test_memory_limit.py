@@ -27,7 +27,7 @@ from tether.stores import NewJob, Outcome
 from tether.stores._redis.connection import io
 from tether.stores._redis.store import RedisStore
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+pytestmark = [pytest.mark.timeout(120)]
 
 
 @pytest.fixture
@@ -164,6 +164,7 @@ def test_stats_and_health_work_at_the_limit_and_say_so(
     assert "memory limit" in out + err
 
 
+@pytest.mark.slow
 def test_workers_stop_claiming_at_the_limit_say_so_once_and_resume(
     server: ThrowawayRedis, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
