@@ -126,15 +126,20 @@ def _drop(server: ThrowawayRedis, job_id: int) -> None:
 
 
 def test_a_claim_skips_a_pending_job_whose_hash_is_gone(
-    server: ThrowawayRedis, store: RedisStore
+    server: ThrowawayRedis, store: RedisStore, caplog: pytest.LogCaptureFixture
 ) -> None:
+    store.check_interval = 0.0  # look at the server on every claim (tests only)
     ids = store.enqueue([NewJob("t") for _ in range(3)])
     _drop(server, ids[0])
     claimed = store.claim("w", ["default"], 3, 30)
     assert [j.id for j in claimed] == ids[1:]
     with server.client() as c:
         assert not c.exists(f"ev:job:{ids[0]}"), "the claim made a half job out of nothing"
-    assert store.claim("w", ["default"], 3, 30) == []
+    with caplog.at_level(logging.WARNING, logger="tether.store.redis"):
+        assert store.claim("w", ["default"], 3, 30) == []
+        assert store.claim("w", ["default"], 3, 30) == []
+    said = [r.getMessage() for r in caplog.records if "dropped from the queue" in r.getMessage()]
+    assert len(said) == 1 and "1 job(s)" in said[0], said
     assert [j.id for j in store.list_jobs()] == ids[1:]
     assert sum(c.count for c in store.counts()) == 2
     assert store.info().extra["missing_jobs"] == "1"
