@@ -57,10 +57,10 @@ class StoreUnavailable(StoreError):
 
 
 class StoreFull(StoreUnavailable):
-    """The store refuses writes because it is full (Redis at ``maxmemory`` under
-    ``noeviction``). Transient, so a caller may retry; but a worker stops *claiming* while it
-    sees this: a job claimed now could be neither renewed nor finished, and would only wedge
-    the queue until an operator frees memory."""
+    """The store refused the call, whole, because it is full (Redis at ``maxmemory`` under
+    ``noeviction``): nothing was written. Transient, so a caller may retry; but a worker stops
+    *claiming* while it sees this: a job claimed now could be neither renewed nor finished,
+    and would only wedge the queue until an operator frees memory."""
 
 
 class StoreGone(StoreError):

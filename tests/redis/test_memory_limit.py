@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,8 +22,10 @@ import redis
 import tether
 from tests.throwaway.redis import ThrowawayRedis, throwaway_redis
 from tests.worker.helpers import running, wait_until
+from tether import _clock as clock
 from tether._cli.main import main
 from tether._errors import StoreFull, StoreUnavailable
+from tether._worker.worker import Worker
 from tether.stores import NewJob, Outcome
 from tether.stores._redis.connection import io
 from tether.stores._redis.store import RedisStore
@@ -217,3 +220,42 @@ def test_the_refusal_as_redis_5_and_6_word_it_inside_a_script_is_store_full() ->
             "when used memory > 'maxmemory'.")
     with pytest.raises(StoreFull), io():
         raise redis.ResponseError(text)
+
+
+@pytest.mark.slow
+def test_jobs_claimed_after_a_long_refusal_get_a_whole_lease(
+    server: ThrowawayRedis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refused claim changed nothing: the claim after it must not count its trust window
+    from the first refused send (as a claim whose reply was lost must), or a refusal almost
+    lease_ttl long hands the next jobs a lease the worker gives up before its first renewal."""
+    lease_ttl = 3.0
+    app = tether.App(f"{server.url}?prefix=mem", lease_ttl=lease_ttl, heartbeat_interval=2.5,
+                     poll_interval=0.05)
+    trusted_for: list[float] = []
+    worker_of: list[Worker] = []
+
+    @app.task(queue="q")
+    def look(n: int) -> int:
+        job_id = tether.current_job().id
+        (entry,) = [e for e in worker_of[0].registry.entries() if e.ctx.id == job_id]
+        trusted_for.append(entry.trusted_until - clock.monotonic())
+        return n
+
+    with caplog.at_level(logging.INFO, logger="tether"), running(app, concurrency=1,
+                                                                   queues=["q"]) as worker:
+        worker_of.append(worker)
+        app.runtime.store.check_schema()  # the store is open before it fills up
+        server.fill()
+
+        def refused_for() -> float:
+            warned = [r for r in caplog.records if "not claiming" in r.getMessage()]
+            return time.time() - warned[0].created if warned else 0.0
+
+        wait_until(lambda: refused_for() >= 0.8 * lease_ttl, 30, "a refusal of ~lease_ttl")
+        server.config("maxmemory", server.used_memory() + 64 * 1024)  # writes, no claims yet
+        job = look.enqueue(1)
+        server.unlimit()  # the next claim takes it
+        wait_until(lambda: app.get_job(job).status == "done", 30, "the job to finish")
+    assert trusted_for and trusted_for[0] > lease_ttl / 2, trusted_for
+    app.close()

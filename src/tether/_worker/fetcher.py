@@ -113,8 +113,11 @@ class Fetcher(Loop):
                 self._gone = True
                 self._on_fatal(exc)
                 return 0.0
-            if jobs is None and classify(exc) == "transient":
-                self._replay = (request_id, sent)  # the claim may have happened
+            if jobs is None and classify(exc) == "transient" and not isinstance(exc, StoreFull):
+                # The claim may have happened. (A StoreFull claim was refused whole: replaying
+                # its id and send time after a long refusal would hand the next jobs a trust
+                # window that is nearly over.)
+                self._replay = (request_id, sent)
             self._streak += 1
             if isinstance(exc, StoreFull):
                 self._refused(exc, now)
