@@ -15,8 +15,9 @@ Invariants (those of :mod:`tether.stores._contract`, kept the Redis way):
 * The store's clock is the server's ``TIME``, read inside the script, unless the caller
   passes an explicit ``now`` (scripts receive ``''`` for "none").
 * Indexes are sorted sets, so the hot paths are range reads, O(batch * log n): no KEYS/SCAN.
-* At ``maxmemory`` (noeviction) a script either runs whole or changes nothing: each script
-  that writes asks for room before its first write (``room()``, ``_lib.lua``), except the
+* At ``maxmemory`` (noeviction) a script that writes is refused whole: each asks for room
+  before its first write (``room()``, ``_lib.lua``; Redis itself lets a script whose first
+  write only shrinks memory run past the limit, as the claim's did), except the
   heartbeat and finish scripts, which on Redis >= 7 carry the ``allow-oom`` flag so a worker
   at the limit keeps and finishes what it holds (``calls.ALLOW_OOM``). Claims wait for room
   after any refusal (``memory.py``).
