@@ -2,8 +2,8 @@
 
 At the limit Redis refuses every command that may grow memory. A worker must then stop claiming
 (a job claimed then can be neither finished nor renewed: the queue wedges), say why once at
-WARNING, and resume by itself when memory frees; a refused call must change nothing (Redis
-never rolls a script back, so a script that fails half-way would strand a job); and
+WARNING, and resume by itself when memory frees; a write must be refused whole (Redis lets a
+script whose first write only shrinks memory, as a claim's does, run on past the limit); and
 ``tether stats`` / ``tether health`` must work and say that the store is full.
 """
 
