@@ -7,6 +7,8 @@ The tree::
     ├── JobNotFound            no job has that id
     ├── StoreError             the store failed
     │   ├── StoreUnavailable   transient: connection refused/dropped, locked; safe to retry
+    │   │   └── StoreFull      the store refuses writes until it has room (Redis at its
+    │   │                      maxmemory): a worker stops claiming until it has room again
     │   ├── StoreGone          the store's data is gone under us (SQLite file deleted or
     │   │                      replaced): a worker must stop, not carry on against nothing
     │   └── SchemaError        schema missing, or newer than this tether knows
@@ -52,6 +54,13 @@ class StoreError(TetherError):
 
 class StoreUnavailable(StoreError):
     """Transient trouble reaching the store; callers may retry with backoff."""
+
+
+class StoreFull(StoreUnavailable):
+    """The store refused the call, whole, because it is full (Redis at ``maxmemory`` under
+    ``noeviction``): nothing was written. Transient, so a caller may retry; but a worker stops
+    *claiming* while it sees this: a job claimed now could be neither renewed nor finished,
+    and would only wedge the queue until an operator frees memory."""
 
 
 class StoreGone(StoreError):

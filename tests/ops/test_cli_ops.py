@@ -130,7 +130,8 @@ def test_health(store_url: str, capsys: pytest.CaptureFixture[str]) -> None:
         store.close()
     code, out, _ = run(capsys, "health", "--url", store_url, "--worker", "--queue", "q",
                        "--json")
-    assert code == 0 and json.loads(out) == {"store": "ok", "queues": {"q": 1}, "healthy": True}
+    assert code == 0 and json.loads(out) == {"store": "ok", "queues": {"q": 1}, "healthy": True,
+                                             "warnings": []}
     code, _, _ = run(capsys, "health", "--url", store_url, "--worker", "--queue", "q",
                      "--local")
     assert code == 1  # the worker row's host is "h", not this machine

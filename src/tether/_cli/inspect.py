@@ -104,9 +104,35 @@ def cmd_dlq(args: argparse.Namespace) -> int:
     return 0 if moved or (args.all and not held) else 1
 
 
+#: Share of maxmemory from which Redis counts as at its limit (the claim gate's, _redis/memory.py).
+FULL_FROM = 0.95
+
+
+def memory_warning(extra: dict[str, str]) -> str | None:
+    """A store at its memory limit refuses writes: say so, with the figures (Redis only)."""
+    used, limit = extra.get("used_memory", ""), extra.get("maxmemory", "")
+    if not (used.isdigit() and limit.isdigit()) or int(limit) == 0:
+        return None
+    if int(used) < FULL_FROM * int(limit):
+        return None
+    policy = extra.get("maxmemory_policy", "?")
+    return (f"Redis is at its memory limit: used_memory {used} of maxmemory {limit} "
+            f"({int(used) * 100 // int(limit)}%, policy {policy}): it refuses writes, producers "
+            "get StoreFull and workers stop claiming until memory frees (free memory or raise "
+            "maxmemory; docs/deploying.md)")
+
+
 def durability_warnings(extra: dict[str, str]) -> list[str]:
-    """Settings under which a store can silently lose jobs (see docs/stores.md)."""
+    """Settings under which a store can silently lose jobs (see docs/stores.md), and a store
+    at its memory limit."""
     warnings = []
+    full = memory_warning(extra)
+    if full:
+        warnings.append(full)
+    missing = extra.get("missing_jobs", "0")
+    if missing not in ("0", "?"):
+        warnings.append(f"Redis lost the data of {missing} job(s) (evicted or deleted): they "
+                        "were dropped from tether's indexes (set maxmemory-policy noeviction)")
     if extra.get("aof_enabled") == "0":
         warnings.append("Redis append-only file is off: a restart loses recent jobs "
                         "(set appendonly yes)")

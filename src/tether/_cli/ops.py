@@ -7,6 +7,7 @@ import socket
 import sys
 
 from tether._cli.common import alive, connect, target
+from tether._cli.inspect import memory_warning
 from tether._cli.render import dump_json
 from tether.stores._contract import JobStatus
 
@@ -70,8 +71,11 @@ def cmd_health(args: argparse.Namespace) -> int:
     try:
         now = store.now()
         workers = store.list_workers() if args.worker else []
+        full = memory_warning(store.info().extra)  # answers, but refuses writes
     finally:
         store.close()
+    if full and not args.json:
+        print(f"warning: {full}", file=sys.stderr)
     served: dict[str, int] = {}
     if args.worker:
         queues = args.queue or t.queues() or ["default"]
@@ -83,7 +87,8 @@ def cmd_health(args: argparse.Namespace) -> int:
     idle = [q for q, n in served.items() if not n]
     code = 1 if idle else 0
     if args.json:
-        dump_json({"store": "ok", "queues": served, "healthy": code == 0})
+        dump_json({"store": "ok", "queues": served, "healthy": code == 0,
+                   "warnings": [full] if full else []})
     elif idle:
         print(f"unhealthy: no live worker{' on this host' if args.local else ''} serves "
               f"queue(s) {', '.join(idle)}", file=sys.stderr)

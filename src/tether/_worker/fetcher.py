@@ -13,6 +13,12 @@ Invariants:
   bounds how long after the store's return an idle worker resumes. A bug of its own ends the
   loop and stops the worker (``tether._loop``).
 * Paused queues are not claimed from (``paused.py``); when all are paused it only waits.
+* A store that refuses writes because it is full (:class:`~tether._errors.StoreFull`: Redis
+  at its maxmemory) gets no claims: a job claimed then could be neither renewed nor finished
+  and would only wedge the queue. The store refuses the claim itself until it has room (the
+  fetcher only backs off and tries again); the heartbeater and the completer go on renewing
+  and finishing what the worker holds as far as the store allows. Said once at WARNING when
+  it starts and once at INFO when a claim goes through again.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from collections.abc import Callable, Sequence
 
 from tether import _clock as clock
 from tether._config import Settings
+from tether._errors import StoreFull
 from tether._loop import Loop
 from tether._worker.health import StoreHealth, classify, one_line, worth_logging
 from tether._worker.paused import PausedQueues
@@ -72,6 +79,7 @@ class Fetcher(Loop):
         self._backoff, self._streak = 0.05, 0
         #: (request id, send time) of a claim that failed transiently: reused by the next.
         self._replay: tuple[str, float] | None = None
+        self._full = False  # the store refused our claims for lack of room (StoreFull)
 
     @property
     def stopping(self) -> bool:
@@ -105,20 +113,37 @@ class Fetcher(Loop):
                 self._gone = True
                 self._on_fatal(exc)
                 return 0.0
-            if jobs is None and classify(exc) == "transient":
-                self._replay = (request_id, sent)  # the claim may have happened
+            if jobs is None and classify(exc) == "transient" and not isinstance(exc, StoreFull):
+                # The claim may have happened. (A StoreFull claim was refused whole: replaying
+                # its id and send time after a long refusal would hand the next jobs a trust
+                # window that is nearly over.)
+                self._replay = (request_id, sent)
             self._streak += 1
-            self._failed(exc, now, self._streak)
+            if isinstance(exc, StoreFull):
+                self._refused(exc, now)
+            else:
+                self._failed(exc, now, self._streak)
             shutdown.changed.wait(self._backoff)
             self._backoff = min(self._backoff * 2, FETCH_BACKOFF_MAX)
             return 0.0
         self._replay = None
         self._backoff, self._streak = 0.05, 0
         self.health.ok()
+        if self._full:
+            self._full = False
+            log.info("the store has room again: claiming again")
         for job in jobs:
             self._start(job, sent + settings.lease_ttl)
         pool.dispatch()
         return 0.0
+
+    def _refused(self, exc: StoreFull, sent: float) -> None:
+        self.health.failed(exc, sent)
+        if not self._full:
+            self._full = True
+            log.warning("the store is full (%s): not claiming new jobs until it has room; the "
+                        "jobs this worker holds are renewed and finished as far as it allows",
+                        one_line(exc))
 
     def _failed(self, exc: BaseException, sent: float, streak: int) -> None:
         self.health.failed(exc, sent)

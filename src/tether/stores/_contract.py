@@ -53,7 +53,9 @@ Bad input: every store checks a whole ``enqueue`` batch with :func:`tether._limi
 before writing any of it, and job ids / page sizes with ``check_job_id`` / ``check_page``, so
 the same ``ValueError`` (or ``TypeError`` for JSON text) comes from every store and a batch is
 all or nothing. A store never lets a driver exception out: ``StoreUnavailable`` when retrying
-may help (connection, read-only node, serialization, resources, shutdown), ``StoreError`` when
+may help (connection, read-only node, serialization, resources, shutdown), its subclass
+``StoreFull`` when the store refuses writes for lack of room until someone frees it (a worker
+then stops claiming: a job claimed could be neither renewed nor finished), ``StoreError`` when
 it cannot. Every call is safe to retry: a call whose reply was lost and that is sent again has
 the effect of one call (stores dedup replays of non-idempotent writes by request id, or do
 not replay them).

@@ -44,8 +44,9 @@ class Basics(Protocol):
     """What every role has. Implementations are thread-safe: any method from any thread.
 
     Errors: :class:`tether._errors.StoreUnavailable` for transient connection trouble (the
-    caller may retry), :class:`tether._errors.JobNotFound` for unknown ids where stated,
-    :class:`tether._errors.SchemaError` for a missing or too-new schema.
+    caller may retry; :class:`tether._errors.StoreFull` when it refuses writes for lack of
+    room, on which a worker stops claiming), :class:`tether._errors.JobNotFound` for unknown
+    ids where stated, :class:`tether._errors.SchemaError` for a missing or too-new schema.
     """
 
     kind: str

@@ -14,6 +14,19 @@ local function jk(id) return P .. ':job:' .. id end
 local function fmt(x) return string.format('%.17g', x) end
 local function pad(id) return string.format('%016d', tonumber(id)) end
 
+-- Ask for room before the first write. Why: at maxmemory under noeviction Redis refuses the
+-- commands that may grow memory (ZADD, HSET, ...) only while the script has written nothing,
+-- since it cannot stop one half-way; a script whose first write shrinks (the claim's ZREM
+-- from the pending zset, the reaper's HDEL) then runs whole past the limit. So workers kept
+-- claiming at the limit jobs whose heartbeats and outcomes (first write: HSET) were refused:
+-- the queue wedged. ZADD XX of a member of a key that never exists is refused exactly when a
+-- growing first write would be, and otherwise writes, replicates and allocates nothing. So a
+-- script that writes calls room() first: at the limit it is refused whole (OOM, StoreFull to
+-- the caller) having changed nothing.
+local function room()
+  redis.call('ZADD', P .. ':room', 'XX', 0, '-')
+end
+
 local function clock(arg)
   if arg ~= nil and arg ~= '' then return tonumber(arg), arg end
   local t = redis.call('TIME')

@@ -86,7 +86,10 @@ class RedisAdmin:
 
     def list_workers(self) -> list[WorkerInfo]:
         with io():
-            pipe = self._client.pipeline(transaction=True)
+            # No MULTI: at maxmemory Redis refuses every command queued in a MULTI, reads
+            # included, and `tether stats` is what the operator runs then. The two reads
+            # may straddle a registration: a row without a last_seen shows its start time.
+            pipe = self._client.pipeline(transaction=False)
             pipe.hgetall(self._key("workers"))
             pipe.zrange(self._key("workers:seen"), 0, -1, withscores=True)
             rows, seen = pipe.execute()

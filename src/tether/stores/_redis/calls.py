@@ -19,11 +19,22 @@ CALLER_REQUEST_TTL_MS = 24 * 3600 * 1000
 OWN_REQUEST_TTL_MS = 60 * 1000
 
 
+#: Scripts that run even at maxmemory on Redis >= 7 (the ``allow-oom`` flag of a ``#!lua``
+#: line, which older servers cannot parse): renewing the leases a worker holds writes nothing
+#: new, and finishing them grows memory by at most the outcomes of the jobs held while claims
+#: are refused, so a worker at the limit keeps and finishes what it holds instead of having it
+#: reaped and run again once memory frees. Leader calls write a few bytes and keep the
+#: maintenance leader, whose pruner only deletes and so frees memory at the limit.
+ALLOW_OOM = frozenset({"heartbeat", "finish", "leader_acquire", "leader_renew",
+                       "leader_release"})
+
+
 @cache
-def script_text(name: str) -> str:
-    """The prelude and the script: one atomic EVALSHA."""
+def script_text(name: str, allow_oom: bool = False) -> str:
+    """The prelude and the script: one atomic EVALSHA (with the allow-oom flag line first)."""
     pkg = "tether.stores._redis"
-    return queries.read(pkg, "_lib.lua") + "\n" + queries.read(pkg, f"{name}.lua")
+    text = queries.read(pkg, "_lib.lua") + "\n" + queries.read(pkg, f"{name}.lua")
+    return "#!lua flags=allow-oom\n" + text if allow_oom else text
 
 
 def request(request_id: str | None) -> tuple[str, str]:
@@ -34,4 +45,5 @@ def request(request_id: str | None) -> tuple[str, str]:
     return request_id, str(CALLER_REQUEST_TTL_MS)
 
 
-__all__ = ["CALLER_REQUEST_TTL_MS", "CANCEL", "OWN_REQUEST_TTL_MS", "request", "script_text"]
+__all__ = ["ALLOW_OOM", "CALLER_REQUEST_TTL_MS", "CANCEL", "OWN_REQUEST_TTL_MS", "request",
+           "script_text"]

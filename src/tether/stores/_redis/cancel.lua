@@ -12,6 +12,7 @@ local now, now_s = clock(ARGV[2])
 local rid, rid_ttl = ARGV[3], ARGV[4]
 local seen = req_get('cancel', rid)
 if seen then return tonumber(seen) end
+room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local id = ARGV[5]
 local v = redis.call('HMGET', jk(id), 'status', 'queue', 'priority', 'unique_key')
 local code = 3

@@ -28,6 +28,7 @@ if seen then
   end
   return out
 end
+room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local cands = {}
 for i = 8, #ARGV do
   local q = ARGV[i]
@@ -50,21 +51,34 @@ table.sort(cands, function(a, b)
 end)
 local lease_until = now + ttl
 local lease_s = fmt(lease_until)
-local out, ids = {}, {}
+local out, ids, missing = {}, {}, 0
 for n = 1, math.min(limit, #cands) do
   local c = cands[n]
   local id = string.format('%d', c[3])
   local k = jk(id)
   remove_pending(id, c[4], c[5])
-  move_idx(id, c[4], 'pending', 'running')
-  redis.call('ZADD', P .. ':running', lease_until, id)
-  redis.call('HINCRBY', k, 'attempt', 1)
-  redis.call('HSET', k, 'status', 'running', 'locked_by', owner, 'lease_until', lease_s,
-    'started_at', now_s, 'cancel_requested', 0, 'lease_token', nonce .. ':' .. id,
-    'lease_owner', owner)
-  out[#out + 1] = redis.call('HGETALL', k)
-  ids[#ids + 1] = c[3]
+  -- A pending entry whose hash is gone (evicted, deleted by hand) or no longer pending is a
+  -- stray: HINCRBY/HSET below would make a half job of it that no reader decodes and the
+  -- reaper chokes on, wedging every claim and sweep. Drop the entry (and, for a missing
+  -- hash, its index entry), count the missing job in P:incidents, and go on with the others.
+  local st = redis.call('HGET', k, 'status')
+  if st ~= 'pending' then
+    if not st then
+      redis.call('ZREM', P .. ':idx:' .. c[4] .. ':pending', id)
+      missing = missing + 1
+    end
+  else
+    move_idx(id, c[4], 'pending', 'running')
+    redis.call('ZADD', P .. ':running', lease_until, id)
+    redis.call('HINCRBY', k, 'attempt', 1)
+    redis.call('HSET', k, 'status', 'running', 'locked_by', owner, 'lease_until', lease_s,
+      'started_at', now_s, 'cancel_requested', 0, 'lease_token', nonce .. ':' .. id,
+      'lease_owner', owner)
+    out[#out + 1] = redis.call('HGETALL', k)
+    ids[#ids + 1] = c[3]
+  end
 end
+if missing > 0 then redis.call('HINCRBY', P .. ':incidents', 'missing_jobs', missing) end
 -- Only a claim that granted something is recorded: a replay of an empty claim may claim
 -- afresh (the contract; nothing was orphaned). Idle workers claim empty on every wake-up and
 -- poll, and each record was a key with a TTL (>= 60 s) that nobody would ever read.

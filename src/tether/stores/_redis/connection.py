@@ -2,8 +2,10 @@
 
 Invariant: no redis-py exception (nor an encoding error from its encoder) leaves the store.
 Transient server states become :class:`StoreUnavailable` (the caller backs off and retries);
-everything else becomes :class:`StoreError` with a one-line message, so a permanent error is
-never retried forever and never kills a worker thread with a raw driver exception.
+the server at its maxmemory (OOM) becomes :class:`StoreFull`, a StoreUnavailable on which a
+worker also stops claiming; everything else becomes :class:`StoreError` with a one-line
+message, so a permanent error is never retried forever and never kills a worker thread with a
+raw driver exception.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from tether._errors import ConfigError, StoreError, StoreUnavailable
+from tether._errors import ConfigError, StoreError, StoreFull, StoreUnavailable
 
 #: Error codes of states that pass by themselves: a failover left us on a replica (READONLY),
 #: the replica's master link is down (MASTERDOWN), a resharding or cluster state change
@@ -43,6 +45,17 @@ def one_line(exc: BaseException) -> str:
     return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
 
 
+def is_full(exc: redis.RedisError) -> bool:
+    """The server is at its maxmemory and refuses commands that may grow memory (OOM)."""
+    oom = getattr(redis.exceptions, "OutOfMemoryError", None)
+    if isinstance(oom, type) and isinstance(exc, oom):
+        return True
+    # Redis < 7 wraps an error raised inside a script: "ERR Error running script ...: -OOM
+    # command not allowed when used memory > 'maxmemory'".
+    text = str(exc)
+    return text.startswith("OOM ") or "command not allowed when used memory" in text
+
+
 def is_transient(exc: redis.RedisError) -> bool:
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, *_TRANSIENT_TYPES)):
         return True  # BusyLoadingError (LOADING) is a ConnectionError in redis-py
@@ -58,6 +71,11 @@ def io() -> Iterator[None]:
     except redis.AuthenticationError as exc:  # a ConnectionError, but retrying cannot help
         raise StoreError(f"redis refused the credentials: {one_line(exc)}") from exc
     except redis.RedisError as exc:
+        if is_full(exc):
+            raise StoreFull(
+                f"redis is at its memory limit and refuses writes ({one_line(exc)}): free "
+                "memory or raise maxmemory; tether resumes by itself (docs/deploying.md)"
+            ) from exc
         if is_transient(exc):
             raise StoreUnavailable(f"redis unavailable: {one_line(exc)}") from exc
         raise StoreError(f"redis error: {one_line(exc)}") from exc

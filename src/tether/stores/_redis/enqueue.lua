@@ -9,6 +9,7 @@ local now, now_s = clock(ARGV[2])
 local rid, rid_ttl = ARGV[3], ARGV[4]
 local seen = req_get('enqueue', rid)
 if seen then return split_ids(seen) end
+room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local bad = enqueue_check(5)
 if bad then return bad end
 local out, woken = enqueue_insert(5, now, now_s)

@@ -5,6 +5,7 @@
 -- ARGV: P, id, attempt, owner, token, field ('checkpoint' | 'progress'), value
 -- Returns 1 when written, 0 when the lease is stale.
 local id = ARGV[2]
+room()  -- at the memory limit, fail here before the first write (_lib.lua)
 if not fenced(id, ARGV[3], ARGV[4], ARGV[5]) then return 0 end
 redis.call('HSET', jk(id), ARGV[6], ARGV[7])
 return 1

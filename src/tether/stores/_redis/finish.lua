@@ -22,6 +22,7 @@
 -- The ids that ended (done, failed, cancelled) are published on P:done (announce, _lib.lua).
 -- Returns the 1-based positions of rejected outcomes.
 local now, now_s = clock(ARGV[2])
+room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local rejected, woken = {}, {}
 local DEFAULT_REASON = {error = 'error', dead = 'error', released = 'released',
   cancelled = 'cancelled', stalled = 'stalled'}

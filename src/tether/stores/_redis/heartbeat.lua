@@ -6,6 +6,7 @@
 -- ARGV: P, now|'', owner, lease_ttl, then per lease: id, attempt, lease_owner, token
 -- Returns {lost positions (1-based), cancel-requested positions}.
 local now, now_s = clock(ARGV[2])
+room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local owner, ttl = ARGV[3], tonumber(ARGV[4])
 local lease_until = now + ttl
 local lease_s = fmt(lease_until)

@@ -8,6 +8,7 @@
 -- ARGV: P, now|'', name, holder, ttl
 -- Returns {holder, term, expires_at} or nil.
 local now = clock(ARGV[2])
+room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local k = P .. ':leader:' .. ARGV[3]
 local v = redis.call('HMGET', k, 'holder', 'term', 'expires_at')
 if v[3] and tonumber(v[3]) > now then

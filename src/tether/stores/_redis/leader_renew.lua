@@ -4,6 +4,7 @@
 -- ARGV: P, now|'', name, holder, term, ttl
 -- Returns {holder, term, expires_at} or nil.
 local now = clock(ARGV[2])
+room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local k = P .. ':leader:' .. ARGV[3]
 local v = redis.call('HMGET', k, 'holder', 'term', 'expires_at')
 if v[1] ~= ARGV[4] or v[2] ~= ARGV[5] or tonumber(v[3]) <= now then return nil end

@@ -44,6 +44,8 @@ class RedisLeases:
 
         def _observe_if_due(self) -> None: ...
 
+        def _room(self) -> None: ...
+
     def claim(
         self,
         owner: str,
@@ -58,6 +60,9 @@ class RedisLeases:
         if limit <= 0 or not wanted:
             return []
         self._observe_if_due()
+        # After a refusal for memory, no claim until the server has room to finish what it
+        # takes (memory.py); claim.lua itself fails whole at the limit (room(), _lib.lua).
+        self._room()
         # Taken before the claim: a wake-up that arrives while an empty claim's reply is on
         # its way back still ends this thread's next wait_for_jobs at once.
         mark = self._waker.mark()

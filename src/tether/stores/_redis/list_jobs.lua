@@ -18,6 +18,17 @@ for _, q in ipairs(queues) do
   end
 end
 table.sort(ids)
+-- A job whose hash is gone (evicted, deleted by hand) or half there (no id field) is left
+-- out: one broken job must not make every listing of the others fail.
 local out = {}
-for n = 1, math.min(limit, #ids) do out[n] = redis.call('HGETALL', jk(ids[n])) end
+for n = 1, #ids do
+  if #out >= limit then break end
+  local h = redis.call('HGETALL', jk(ids[n]))
+  for i = 1, #h, 2 do
+    if h[i] == 'id' then
+      out[#out + 1] = h
+      break
+    end
+  end
+end
 return out

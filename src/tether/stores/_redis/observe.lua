@@ -13,7 +13,8 @@
 -- A process that saw nothing yet (known_epoch '') only learns the current values; with
 -- create = '1' (migrate) it also creates what is missing.
 -- ARGV: P, known_epoch|'', known_run_id|'', fresh_epoch, create ('1'|'0'), schema_version
--- Returns {epoch|'', run_id, lost (0|1), restarted (0|1)}.
+-- Returns {epoch|'', run_id, lost (0|1), restarted (0|1), missing_jobs}: the last is how many
+-- job hashes claims and reaps found gone so far (evicted or deleted), for watch.py to log.
 local now, now_s = clock('')
 -- pcall: a server that renamed or disabled INFO still gets the epoch check.
 local info = redis.pcall('INFO', 'server')
@@ -50,4 +51,4 @@ if epoch then
     redis.call('HSET', ik, 'run_id', run_id)
   end
 end
-return {epoch or '', run_id, lost, restarted}
+return {epoch or '', run_id, lost, restarted, redis.call('HGET', ik, 'missing_jobs') or '0'}

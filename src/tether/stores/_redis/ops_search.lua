@@ -44,7 +44,9 @@ while true do
       if ok and since ~= nil and (tonumber(v[2]) or 0) < since then ok = false end
     end
     if ok then
-      out[#out + 1] = redis.call('HGETALL', jk(id))
+      -- a job whose hash is gone (evicted, deleted by hand) or half there is left out
+      local h = redis.call('HGETALL', jk(id))
+      if redis.call('HEXISTS', jk(id), 'id') == 1 then out[#out + 1] = h end
       if #out >= limit then return {out, ''} end
     end
   end

@@ -16,6 +16,7 @@
 -- running-set removals go in one ZREM per 1,000 jobs, and each (queue, priority) level is
 -- registered once.
 local now, now_s = clock(ARGV[2])
+room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local cutoff = now - tonumber(ARGV[3])
 local ids = redis.call('ZRANGEBYSCORE', P .. ':running', '-inf', '(' .. fmt(cutoff),
   'LIMIT', 0, tonumber(ARGV[4]))
@@ -23,14 +24,23 @@ local err = ARGV[5]
 local head = ',"error":' .. cjson.encode(err) .. ',"reason":"stalled","at":' .. now_s
   .. ',"owner":'
 local owners, levels = {}, {}
-local out, woken = {}, {}
+local out, woken, missing = {}, {}, 0
 for _, id in ipairs(ids) do
   local k = jk(id)
   local v = redis.call('HMGET', k, 'status', 'attempt', 'locked_by', 'queue', 'priority',
     'failures', 'stall_count', 'max_attempts', 'max_stalls', 'unique_key', 'run_at',
     'cancel_requested', 'errors')
   -- (a job not running is a stray index entry: the ZREM below heals it)
-  if v[1] == 'running' then
+  if not v[1] or not (v[2] and v[4] and v[5] and v[6] and v[7] and v[8] and v[9] and v[11]) then
+    -- The hash is gone (evicted, deleted by hand) or half there (what an older claim made
+    -- of an evicted job): there is nothing to retry or dead-letter, and its nil fields
+    -- would stop this sweep, and every later one, with a Lua error. Drop what is left (the
+    -- ZREM below takes it out of the running range), count it in P:incidents, go on.
+    if v[1] then redis.call('DEL', k) end
+    local qs = v[4] and {v[4]} or redis.call('SMEMBERS', P .. ':queues')
+    for _, q in ipairs(qs) do redis.call('ZREM', P .. ':idx:' .. q .. ':running', id) end
+    missing = missing + 1
+  elseif v[1] == 'running' then
     local q, owner = v[4], v[3]
     local stalls = tonumber(v[7]) + 1
     local enc = owners[owner]
@@ -73,6 +83,7 @@ end
 for _, level in pairs(levels) do
   redis.call('ZADD', P .. ':prios:' .. level[1], level[2], level[2])
 end
+if missing > 0 then redis.call('HINCRBY', P .. ':incidents', 'missing_jobs', missing) end
 wake(woken)
 announce()
 return out

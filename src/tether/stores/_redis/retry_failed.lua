@@ -16,6 +16,7 @@ if seen then
   local moved, rest = string.match(seen, '^(%d+)|(.*)$')
   return {tonumber(moved), split_ids(rest)}
 end
+room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local ids
 if ARGV[5] == '1' then
   ids = redis.call('ZRANGE', P .. ':finished:failed', 0, -1)

@@ -11,6 +11,7 @@
 -- 10 job fields (see enqueue_check).
 -- Returns the job id, or -1 when the tick was taken already / a skip was recorded.
 local now, now_s = clock(ARGV[2])
+room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local name, tick, spec = ARGV[3], ARGV[4], ARGV[5]
 local has_job = #ARGV > 5
 if has_job then

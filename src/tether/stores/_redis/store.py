@@ -15,6 +15,12 @@ Invariants (those of :mod:`tether.stores._contract`, kept the Redis way):
 * The store's clock is the server's ``TIME``, read inside the script, unless the caller
   passes an explicit ``now`` (scripts receive ``''`` for "none").
 * Indexes are sorted sets, so the hot paths are range reads, O(batch * log n): no KEYS/SCAN.
+* At ``maxmemory`` (noeviction) a script that writes is refused whole: each asks for room
+  before its first write (``room()``, ``_lib.lua``; Redis itself lets a script whose first
+  write only shrinks memory run past the limit, as the claim's did), except the
+  heartbeat and finish scripts, which on Redis >= 7 carry the ``allow-oom`` flag so a worker
+  at the limit keeps and finishes what it holds (``calls.ALLOW_OOM``). Claims wait for room
+  after any refusal (``memory.py``).
 * Scripts are registered with redis-py's ``register_script``: after a server restart or
   ``SCRIPT FLUSH`` the first EVALSHA gets NOSCRIPT and redis-py reloads the script.
 
@@ -23,7 +29,9 @@ written outside ``P:``::
 
     P:schema_version              string   1 (SET NX by migrate)
     P:epoch                       string   random, made by migrate: gone = data lost (_watch)
-    P:incidents                   hash     run_id, restarts_seen, data_loss, last_*_at
+    P:incidents                   hash     run_id, restarts_seen, data_loss, last_*_at,
+                                           missing_jobs (hashes found gone by claim/reap)
+    P:room                        zset     never exists: room() asks ZADD XX of it (_lib.lua)
     P:ids                         string   INCR counter of job ids
     P:job:{id}                    hash     every field of JobRecord (absent = None), plus
                                            lease_owner (the owner of lease_token)
@@ -63,10 +71,12 @@ import secrets
 import threading
 from typing import Any
 
-from tether._errors import StoreError, StoreUnavailable
+from tether._errors import StoreError, StoreFull, StoreUnavailable
 from tether.stores._contract import Capabilities
+from tether.stores._redis import memory as _memory
 from tether.stores._redis import url as _url
 from tether.stores._redis.admin import RedisAdmin
+from tether.stores._redis.calls import ALLOW_OOM
 from tether.stores._redis.calls import script_text as _script_text
 from tether.stores._redis.connection import connect, io
 from tether.stores._redis.lease import MIN_CLAIM_RECORD_MS, RedisLeases
@@ -98,6 +108,7 @@ class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, Redi
         checked = _url.parse(url, prefix)
         self.prefix = checked.prefix
         self._url = checked.shown
+        self._allow_eviction = checked.allow_eviction
         self._client = connect(checked.client_url, options)
         self._client_url, self._options = checked.client_url, options  # the async producer's
         self._scripts = {n: self._client.register_script(_script_text(n)) for n in _SCRIPTS}
@@ -106,6 +117,7 @@ class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, Redi
         self._waker = Waker(self._client, f"{self.prefix}:wake", self._watch.soon,
                             done_channel=f"{self.prefix}:done")
         self._marks = threading.local()  # per thread: wake-up mark taken before its claim
+        self._flagged = False  # ALLOW_OOM scripts chosen for this server (_flag_scripts)
 
     @property
     def check_interval(self) -> float:
@@ -117,12 +129,38 @@ class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, Redi
         self._watch.interval = seconds
 
     def _run(self, name: str, *args: Any) -> Any:
+        if name in ALLOW_OOM and not self._flagged:
+            self._flag_scripts()
         try:
             with io():
                 return self._scripts[name](args=[self.prefix, *args])
+        except StoreFull:
+            _memory.refused(self._url)  # claims wait for room (memory.py)
+            raise
         except StoreUnavailable:
             self._watch.soon()  # the server may be restarting: look as soon as it answers
             raise
+
+    def _flag_scripts(self) -> None:
+        """On Redis >= 7, run the ALLOW_OOM scripts with their flag (calls.py); decided once,
+        from INFO server (a server that hides its version gets the plain scripts)."""
+        try:
+            with io():
+                version = str(self._client.info("server").get("redis_version", "0"))
+        except StoreUnavailable:
+            raise
+        except StoreError:
+            version = "0"  # INFO refused: the plain scripts work everywhere
+        self._flagged = True
+        major = version.split(".", 1)[0]
+        if major.isdigit() and int(major) >= 7:
+            for n in ALLOW_OOM:
+                self._scripts[n] = self._client.register_script(_script_text(n, True))
+
+    def _room(self) -> None:
+        """StoreFull while this server refused a write for memory and has no room yet."""
+        with io():
+            _memory.check_room(self._url, self._client)
 
     def _ops(self, name: str, *args: str) -> Any:
         scripts: dict[str, Any] = self.__dict__.setdefault("_ops_scripts", {})

@@ -95,6 +95,9 @@ class RedisURL:
     client_url: str
     prefix: str
     shown: str  # for display and errors: no password
+    #: ``?allow_eviction=1``: run on a server whose maxmemory-policy may evict tether's keys
+    #: (schema.py refuses to otherwise).
+    allow_eviction: bool = False
 
 
 def check_prefix(prefix: str, url: str = "") -> str:
@@ -136,11 +139,20 @@ def parse(url: str, prefix: str | None = None) -> RedisURL:
                 f"got {path!r}"
             ) from None
     client_url, url_prefix = take_param(url, "prefix")
+    client_url, evict = take_param(client_url, "allow_eviction")
+    allow_eviction = False
+    if evict is not None:
+        try:
+            allow_eviction = bool(_boolean(evict))
+        except ValueError as exc:
+            raise ConfigError(f"redis URL {shown!r}: allow_eviction {exc}, got {evict!r}") \
+                from None
     for name, value in parse_qsl(urlsplit(client_url).query, keep_blank_values=True):
         check = PARAMS.get(name)
         if check is None:
             raise ConfigError(
-                f"redis URL {shown!r}: unknown parameter {name!r} (tether knows prefix and "
+                f"redis URL {shown!r}: unknown parameter {name!r} (tether knows prefix, "
+                f"allow_eviction and "
                 f"{', '.join(sorted(PARAMS))})"
             )
         try:
@@ -151,4 +163,4 @@ def parse(url: str, prefix: str | None = None) -> RedisURL:
     if chosen is None:
         chosen = DEFAULT_PREFIX
     check_prefix(chosen, url)
-    return RedisURL(client_url, chosen, redact(client_url))
+    return RedisURL(client_url, chosen, redact(client_url), allow_eviction)

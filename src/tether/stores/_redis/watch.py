@@ -49,6 +49,8 @@ class ServerWatch:
         self._lock = threading.Lock()
         #: What this store noticed so far ("data_loss", "restart"), oldest first.
         self.noticed: list[str] = []
+        #: Job hashes found gone so far (P:incidents.missing_jobs); None before the first look.
+        self.missing: int | None = None
 
     def due(self) -> bool:
         """True (once) when it is time to look again; the caller then calls ``observe``."""
@@ -71,7 +73,9 @@ class ServerWatch:
     def update(self, reply: Sequence[Any]) -> None:
         """Take the reply of ``observe.lua``: log what changed since this store last looked."""
         epoch, run_id, lost, restarted = str(reply[0]), str(reply[1]), int(reply[2]), int(reply[3])
+        missing = int(reply[4]) if len(reply) > 4 else 0
         with self._lock:
+            seen_missing, self.missing = self.missing, missing
             old_run = self.run_id
             if epoch:
                 self.epoch = epoch
@@ -97,4 +101,12 @@ class ServerWatch:
                 "acknowledged in its last moments may be lost unless appendfsync is always "
                 "(docs/stores.md)",
                 self.where, old_run[:8], run_id[:8],
+            )
+        if seen_missing is not None and missing > seen_missing and \
+                _first_report(self.where, "missing", str(missing)):
+            log.warning(
+                "redis %s: %d job(s) whose data was gone (evicted, or deleted by hand) were "
+                "dropped from the queue (%d so far); their jobs are lost. Set maxmemory-policy "
+                "noeviction (docs/deploying.md)",
+                self.where, missing - seen_missing, missing,
             )

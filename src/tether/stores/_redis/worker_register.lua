@@ -4,6 +4,7 @@
 -- ARGV: P, now|'', worker_id, info_json (host, pid, queues, concurrency)
 -- Returns started_at as text.
 local now, now_s = clock(ARGV[2])
+room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local started = now_s
 local old = redis.call('HGET', P .. ':workers', ARGV[3])
 if old then
