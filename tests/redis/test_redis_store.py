@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import uuid
 from importlib import resources
 from pathlib import Path
@@ -12,6 +13,7 @@ import redis
 
 from tests.redis.conftest import keys_under
 from tests.servers import isolated_url
+from tests.throwaway.redis import throwaway_redis
 from tether._errors import SchemaError, StoreUnavailable
 from tether.stores import Lease, NewJob, Outcome, Store, WorkerInfo, open_store
 from tether.stores._redis.store import RedisStore
@@ -115,15 +117,53 @@ def test_schema_marker(rstore: RedisStore, prefix: str, raw: redis.Redis) -> Non
         rstore.check_schema()
 
 
-def test_scripts_survive_script_flush(rstore: RedisStore, raw: redis.Redis) -> None:
-    t0 = rstore.now()
-    (job_id,) = rstore.enqueue([NewJob("t")], now=t0)
-    raw.script_flush()
-    (job,) = rstore.claim("w", ["default"], 1, 30, now=t0)  # NOSCRIPT -> reload -> run
-    assert job.id == job_id
-    raw.script_flush()
-    assert rstore.finish([Outcome(job.lease, "done", result="1")], now=t0 + 1) == []
-    assert rstore.get_job(job_id) is not None
+def test_scripts_survive_script_flush(tmp_path: Path) -> None:
+    # On a throwaway server: SCRIPT FLUSH empties the script cache of the whole server, and the
+    # shared one serves the other tests running at the same time.
+    with throwaway_redis(tmp_path) as server:
+        rstore = RedisStore(f"{server.url}?prefix=t{uuid.uuid4().hex[:8]}")
+        raw = server.client()
+        try:
+            rstore.migrate()
+            t0 = rstore.now()
+            (job_id,) = rstore.enqueue([NewJob("t")], now=t0)
+            raw.script_flush()
+            (job,) = rstore.claim("w", ["default"], 1, 30, now=t0)  # NOSCRIPT -> reload -> run
+            assert job.id == job_id
+            raw.script_flush()
+            assert rstore.finish([Outcome(job.lease, "done", result="1")], now=t0 + 1) == []
+            assert rstore.get_job(job_id) is not None
+        finally:
+            raw.close()
+            rstore.close()
+
+
+def test_a_flush_between_reload_and_run_is_ridden_out(tmp_path: Path) -> None:
+    """redis-py answers NOSCRIPT by loading the script and running it again; a second flush in
+    between (a failover to a replica, another client's SCRIPT FLUSH) used to escape as a
+    StoreError. Nothing ran, so the store loads and runs it again."""
+    with throwaway_redis(tmp_path) as server:
+        rstore = RedisStore(f"{server.url}?prefix=t{uuid.uuid4().hex[:8]}")
+        rstore.migrate()
+        stop = threading.Event()
+
+        def flush_forever() -> None:
+            client = server.client()
+            try:
+                while not stop.is_set():
+                    client.script_flush()
+            finally:
+                client.close()
+
+        flusher = threading.Thread(target=flush_forever, daemon=True)
+        flusher.start()
+        try:
+            ids = [rstore.enqueue([NewJob("t")])[0] for _ in range(300)]
+        finally:
+            stop.set()
+            flusher.join(10)
+            rstore.close()
+        assert len(set(ids)) == 300
 
 
 def test_unreachable_server_is_store_unavailable() -> None:

@@ -25,6 +25,7 @@ from tether._errors import ConfigError, JobNotFound
 from tether.stores._aio import until_ready
 from tether.stores._contract import CancelResult, JobRecord, NewJob
 from tether.stores._per_loop import PerLoop, threadsafe_wake
+from tether.stores._redis import calls
 from tether.stores._redis import rows as codec
 from tether.stores._redis.calls import CANCEL, request, script_text
 from tether.stores._redis.connection import io, one_line
@@ -93,7 +94,7 @@ class RedisAsyncProducer:
     async def _run(self, name: str, *args: str) -> Any:
         scripts = self._loop_client().scripts
         with io():
-            return await scripts[name](args=[self._prefix, *args])
+            return await calls.arun(scripts[name], [self._prefix, *args])
 
     async def enqueue(
         self, jobs: Sequence[NewJob], *, request_id: str | None = None, conn: Any = None

@@ -5,7 +5,11 @@ same way: the scripts' text, the request-id rule of replay records, and reply co
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from functools import cache
+from typing import Any
+
+import redis
 
 from tether import _limits as limits
 from tether.stores import _queries as queries
@@ -45,5 +49,24 @@ def request(request_id: str | None) -> tuple[str, str]:
     return request_id, str(CALLER_REQUEST_TTL_MS)
 
 
-__all__ = ["ALLOW_OOM", "CALLER_REQUEST_TTL_MS", "CANCEL", "OWN_REQUEST_TTL_MS", "request",
-           "script_text"]
+__all__ = ["ALLOW_OOM", "CALLER_REQUEST_TTL_MS", "CANCEL", "OWN_REQUEST_TTL_MS", "arun", "request",
+           "run", "script_text"]
+
+
+def run(script: Any, args: Sequence[Any]) -> Any:
+    """Run a registered script (EVALSHA). redis-py answers NOSCRIPT by loading the script and
+    running it again; a second flush in between (another client's SCRIPT FLUSH, a failover to
+    a replica that never saw the script) raises NOSCRIPT once more. The script did not run
+    either time, so it is sent whole with EVAL, which needs no cache."""
+    try:
+        return script(args=args)
+    except redis.exceptions.NoScriptError:
+        return script.registered_client.eval(script.script, 0, *args)
+
+
+async def arun(script: Any, args: Sequence[Any]) -> Any:
+    """:func:`run` for redis-py's asyncio client."""
+    try:
+        return await script(args=args)
+    except redis.exceptions.NoScriptError:
+        return await script.registered_client.eval(script.script, 0, *args)

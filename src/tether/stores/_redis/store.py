@@ -73,6 +73,7 @@ from typing import Any
 
 from tether._errors import StoreError, StoreFull, StoreUnavailable
 from tether.stores._contract import Capabilities
+from tether.stores._redis import calls
 from tether.stores._redis import memory as _memory
 from tether.stores._redis import url as _url
 from tether.stores._redis.admin import RedisAdmin
@@ -133,7 +134,7 @@ class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, Redi
             self._flag_scripts()
         try:
             with io():
-                return self._scripts[name](args=[self.prefix, *args])
+                return calls.run(self._scripts[name], [self.prefix, *args])
         except StoreFull:
             _memory.refused(self._url)  # claims wait for room (memory.py)
             raise
@@ -167,7 +168,7 @@ class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, Redi
         if name not in scripts:
             scripts[name] = self._client.register_script(_script_text(name))
         with io():
-            return scripts[name](args=[self.prefix, *args])
+            return calls.run(scripts[name], [self.prefix, *args])
 
     def _key(self, *parts: str) -> str:
         return ":".join((self.prefix, *parts))
