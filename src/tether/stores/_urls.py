@@ -23,6 +23,18 @@ _KV_SECRET = re.compile(
 _MASK = "***"
 
 
+#: What to tell a user whose URL did not parse cleanly: almost always a password holding a
+#: character that has a meaning in a URL.
+ENCODE_HINT = ("if the user name or password holds special characters (@ : / ? # [ ] % or a "
+               "space), percent-encode them (@ as %40, : as %3A, / as %2F, ? as %3F, # as %23, "
+               "% as %25, a space as %20; urllib.parse.quote(password, safe=''))")
+#: What a clean user info may hold (RFC 3986: unreserved, sub-delims, ':' and %XX escapes).
+_USERINFO = re.compile(r"^(?:[A-Za-z0-9\-._~!$&'()*+,;=:]|%[0-9A-Fa-f]{2})*$")
+# A clean host list: names, IPv4, [IPv6], percent-encoded socket paths, ports; ',' between
+# the hosts of a libpq multi-host URL.
+_HOSTS = re.compile(r"^(?:(?:\[[0-9A-Fa-f:.%a-zA-Z]*\]|[A-Za-z0-9\-._~%]*)(?::[0-9]*)?,?)*$")
+
+
 def _netloc_span(url: str) -> tuple[int, int] | None:
     """Where the netloc of ``scheme://netloc/...`` sits, found by hand: URLs that
     ``urlsplit`` refuses (a port that is not a number) are exactly the ones that end up in
@@ -39,26 +51,69 @@ def _netloc_span(url: str) -> tuple[int, int] | None:
     return start, end
 
 
-def _netloc_password(url: str) -> str | None:
+def _userinfo_end(url: str) -> tuple[int, int, bool] | None:
+    """(start, end, clean) of the user info of ``scheme://userinfo@...``, None without one.
+
+    Clean: the netloc holds exactly one '@', no '@' follows it, the user info holds only the
+    characters a URL allows there and the host part is a host list. Otherwise the URL is
+    ambiguous (a password with '/', '#', '?' or '@' in it cuts the URL anywhere): the user
+    info is taken to run to the *last* '@', so whatever the password held is inside it."""
     span = _netloc_span(url)
     if span is None:
         return None
-    userinfo, at, _ = url[span[0]:span[1]].rpartition("@")
-    if not at or ":" not in userinfo:
+    start, end = span
+    netloc = url[start:end]
+    if "@" not in url[start:]:
+        return None
+    userinfo, _, hostport = netloc.rpartition("@")
+    clean = (netloc.count("@") == 1 and "@" not in url[end:]
+             and bool(_USERINFO.match(userinfo)) and bool(_HOSTS.match(hostport)))
+    if clean:
+        return start, start + len(userinfo), True
+    return start, url.rindex("@"), False
+
+
+def clean(url: str) -> bool:
+    """False when the URL's user info did not parse cleanly (see :func:`hint`)."""
+    found = _userinfo_end(url)
+    return found is None or found[2]
+
+
+def hint(url: str) -> str:
+    """``"; " + ENCODE_HINT`` for a URL whose user info did not parse cleanly, else ``""``:
+    appended to every error that shows such a URL."""
+    return "" if clean(url) else f"; {ENCODE_HINT}"
+
+
+def _netloc_password(url: str) -> str | None:
+    found = _userinfo_end(url)
+    if found is None:
+        return None
+    start, end, is_clean = found
+    userinfo = url[start:end]
+    if not is_clean:
+        return userinfo  # all of it: where the password starts and ends is unknown
+    if ":" not in userinfo:
         return None
     return userinfo.split(":", 1)[1]
 
 
 def redact(url: str) -> str:
-    """The URL (or libpq ``key=value`` string) with every password replaced by ``***``."""
+    """The URL (or libpq ``key=value`` string) with every password replaced by ``***``.
+
+    A URL whose user info does not parse cleanly loses all of it (``scheme://***@host``):
+    which part is the password cannot be told, and a fragment shown is a fragment leaked."""
     span = _netloc_span(url)
     if span is None:
         return _KV_SECRET.sub(lambda m: m.group("key") + _MASK, url)
-    start, end = span
-    userinfo, at, hostport = url[start:end].rpartition("@")
-    if at and ":" in userinfo:
-        user = userinfo.split(":", 1)[0]
-        url = f"{url[:start]}{user}:{_MASK}@{hostport}{url[end:]}"
+    found = _userinfo_end(url)
+    if found is not None:
+        start, end, is_clean = found
+        userinfo = url[start:end]
+        if not is_clean:
+            url = f"{url[:start]}{_MASK}{url[end:]}"
+        elif ":" in userinfo:
+            url = f"{url[:start]}{userinfo.split(':', 1)[0]}:{_MASK}{url[end:]}"
     head, sep, query = url.partition("?")
     if sep:
         url = head + sep + _QUERY_SECRET.sub(lambda m: m.group("key") + _MASK, query)
@@ -104,3 +159,16 @@ def take_param(url: str, name: str) -> tuple[str, str | None]:
         else:
             kept.append(piece)
     return urlunsplit(parts._replace(query="&".join(kept))), value
+
+
+def leaks(text: str, url: str) -> bool:
+    """True when ``text`` quotes a password of ``url``, or, for a URL whose user info did not
+    parse cleanly, any three characters in a row of that user info (a driver that split the
+    URL elsewhere quotes pieces of the password as a host, port or database name)."""
+    if any(secret in text for secret in secrets_in(url)):
+        return True
+    found = _userinfo_end(url)
+    if found is None or found[2]:
+        return False
+    userinfo = url[found[0]:found[1]]
+    return any(userinfo[i:i + 3] in text for i in range(len(userinfo) - 2))

@@ -28,7 +28,7 @@ import psycopg
 from tether._errors import ConfigError, StoreUnavailable
 from tether.stores._postgres.driver_errors import mapped, one_line
 from tether.stores._postgres.pool import Conn, ConnectionPool
-from tether.stores._urls import redact, scrub, secrets_in, take_param
+from tether.stores._urls import hint, leaks, redact, scrub, take_param
 
 DEFAULT_SCHEMA = "tether"
 # A schema name must also leave room for the "_jobs" NOTIFY channel within NAMEDATALEN (63).
@@ -63,7 +63,10 @@ def split_url(url: str) -> tuple[str, str]:
 def connect_error(url: str, exc: psycopg.Error, *, first: bool) -> ConfigError | StoreUnavailable:
     """Classify a failure to connect: ConfigError when retrying cannot help (only when the
     store is being opened: later, a failing connection is an outage to ride out)."""
-    message = scrub(f"cannot connect to PostgreSQL at {redact(url)}: {one_line(exc)}", url)
+    said = one_line(exc)
+    if leaks(said, url):  # libpq split a password that was not percent-encoded elsewhere
+        said = "the driver's message is left out: it quotes part of the URL's user info"
+    message = scrub(f"cannot connect to PostgreSQL at {redact(url)}: {said}{hint(url)}", url)
     permanent = isinstance(exc, psycopg.ProgrammingError) or any(
         word in str(exc) for word in _PERMANENT)
     return ConfigError(message) if first and permanent else StoreUnavailable(message)
@@ -131,7 +134,7 @@ class Connector:
             conn = psycopg.connect(self.dsn, **{**self._kwargs, **overrides})
         except psycopg.Error as exc:
             error = connect_error(self.url, exc, first=not self._opened)
-            if any(secret in str(exc) for secret in secrets_in(self.url)):
+            if leaks(str(exc), self.url):
                 raise error from None  # the driver quoted the password: do not chain it
             raise error from exc
         if self.on_connect is not None:
@@ -145,7 +148,7 @@ class Connector:
             return await psycopg.AsyncConnection.connect(self.dsn, **self._kwargs)
         except psycopg.Error as exc:
             error = connect_error(self.url, exc, first=False)
-            if any(secret in str(exc) for secret in secrets_in(self.url)):
+            if leaks(str(exc), self.url):
                 raise error from None
             raise error from exc
 

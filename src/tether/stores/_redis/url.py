@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tether._errors import ConfigError
-from tether.stores._urls import redact, take_param
+from tether.stores._urls import clean, hint, redact, take_param
 
 DEFAULT_PREFIX = "tether"
 MAX_PREFIX = 200
@@ -116,7 +116,21 @@ def check_prefix(prefix: str, url: str = "") -> str:
 
 
 def parse(url: str, prefix: str | None = None) -> RedisURL:
-    """Check a ``redis://`` / ``rediss://`` URL whole; ConfigError names the bad field."""
+    """Check a ``redis://`` / ``rediss://`` URL whole; ConfigError names the bad field.
+
+    A URL whose user info did not parse cleanly (a password that was not percent-encoded)
+    that is refused gets one message without the field: the field would quote a piece of
+    the password (redis-py reads such a URL as the standard says: the password ends at the
+    first '/', '?' or '#')."""
+    try:
+        return _parse(url, prefix)
+    except ConfigError:
+        if clean(url):
+            raise
+        raise ConfigError(f"redis URL {redact(url)!r} does not parse{hint(url)}") from None
+
+
+def _parse(url: str, prefix: str | None) -> RedisURL:
     shown = redact(url)
     parts = urlsplit(url)
     if parts.scheme.lower() not in ("redis", "rediss"):
