@@ -11,7 +11,7 @@ error message may quote parts of it).
 from __future__ import annotations
 
 import re
-from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus
 
 #: Query / key=value parameters whose value is a secret (and their common spellings).
 _KEYS = r"(?:ssl_?)?(?:password|passwd|pwd)|passfile_password"
@@ -145,20 +145,26 @@ def take_param(url: str, name: str) -> tuple[str, str | None]:
     """(the URL without query parameter ``name``, its last value or None).
 
     Tether's own parameters (``schema``, ``prefix``) must not reach the driver, which would
-    reject or misread them. Every other parameter is kept *byte for byte*: decoding and
-    re-encoding would turn ``%20`` into ``+``, which libpq does not read as a space
-    (``options=-c%20statement_timeout%3D5000`` must reach it intact).
+    reject or misread them. Every other byte is kept as written: decoding and re-encoding
+    would turn ``%20`` into ``+``, which libpq does not read as a space
+    (``options=-c%20statement_timeout%3D5000`` must reach it intact), and rebuilding the URL
+    from ``urlsplit`` drops the ``//`` of an empty host (``postgresql:///db?host=/socket``
+    became ``postgresql:/db?host=...``, which libpq reads as ``key=value`` pairs).
     """
-    parts = urlsplit(url)
+    head, sep, query = url.partition("?")
+    if not sep:
+        return url, None
+    query, hash_, fragment = query.partition("#")
     kept: list[str] = []
     value: str | None = None
-    for piece in parts.query.split("&") if parts.query else []:
+    for piece in query.split("&") if query else []:
         key, _, raw = piece.partition("=")
         if unquote_plus(key) == name:
             value = unquote_plus(raw)
-        else:
+        elif piece:
             kept.append(piece)
-    return urlunsplit(parts._replace(query="&".join(kept))), value
+    rest = "&".join(kept)
+    return f"{head}{'?' if rest else ''}{rest}{hash_}{fragment}", value
 
 
 def leaks(text: str, url: str) -> bool:

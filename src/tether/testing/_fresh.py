@@ -66,7 +66,7 @@ def _drop_schema(url: str) -> None:
     import psycopg
     from psycopg import sql
 
-    from tether.stores._postgres.connection import split_url
+    from tether.stores._postgres.url import split_url
 
     dsn, schema = split_url(url)
     with psycopg.connect(dsn, autocommit=True) as conn:

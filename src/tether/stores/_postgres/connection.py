@@ -1,4 +1,5 @@
-"""Connections for the PostgreSQL store: URL parsing, the pool, and where errors are mapped.
+"""Connections for the PostgreSQL store: the pool, and where errors are mapped (the URL is
+:mod:`url`'s).
 
 Everything that turns a driver failure into a tether error goes through here (the mapping
 itself is :mod:`driver_errors`), so the store methods read as plain queries. A URL or login
@@ -15,49 +16,24 @@ never be confused with tether's.
 from __future__ import annotations
 
 import os
-import re
 import uuid
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit
 
 import psycopg
 
 from tether._errors import ConfigError, StoreUnavailable
 from tether.stores._postgres.driver_errors import mapped, one_line
 from tether.stores._postgres.pool import Conn, ConnectionPool
+from tether.stores._postgres.url import split_url
 from tether.stores._urls import hint, leaks, redact, scrub, take_param
 
-DEFAULT_SCHEMA = "tether"
-# A schema name must also leave room for the "_jobs" NOTIFY channel within NAMEDATALEN (63).
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,57}$")
-# PostgreSQL's own schemas: tables created there are lost in the catalog or refused.
-_SYSTEM = re.compile(r"^(pg_.*|information_schema)$", re.IGNORECASE)
 # Connection failures that retrying will not fix: the URL or the credentials are wrong.
 _PERMANENT = ("does not exist", "authentication failed", "no pg_hba.conf entry", "invalid")
 
 __all__ = ["Conn", "Connector", "one_line", "split_url"]
-
-
-def split_url(url: str) -> tuple[str, str]:
-    """(DSN for psycopg without tether's own ``schema`` parameter, validated schema name)."""
-    if urlsplit(url).scheme.lower() not in ("postgresql", "postgres"):
-        raise ConfigError(f"not a PostgreSQL URL: {redact(url)!r}")
-    dsn, given = take_param(url, "schema")
-    schema = DEFAULT_SCHEMA if given is None else given
-    if not _IDENT.match(schema):
-        raise ConfigError(
-            f"invalid schema name {schema!r} in {redact(url)!r}: use letters, digits and "
-            "underscores (at most 58 characters, not starting with a digit)"
-        )
-    if _SYSTEM.match(schema):
-        raise ConfigError(
-            f"schema {schema!r} in {redact(url)!r} is PostgreSQL's own (pg_* and "
-            "information_schema are reserved): choose a schema of your own, e.g. schema=tether"
-        )
-    return dsn, schema
 
 
 def connect_error(url: str, exc: psycopg.Error, *, first: bool) -> ConfigError | StoreUnavailable:
