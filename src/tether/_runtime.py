@@ -30,12 +30,13 @@ from typing import Any
 from tether import _clock as clock
 from tether._codec import DEFAULT_CODEC, Codec
 from tether._config import Settings
+from tether._environ import check_environ, default_store_used
 from tether._errors import ConfigError, StoreUnavailable
 from tether._events import Events
 from tether._jobread import view
 from tether._jobview import Job
 from tether._registry import TaskRegistry
-from tether.stores import DEFAULT_URL, open_store
+from tether.stores import DEFAULT_PATH, DEFAULT_URL, open_store
 from tether.stores._contract import (
     AsyncProducer,
     NewJob,
@@ -70,6 +71,9 @@ class Runtime:
 
     def __init__(self, url: str | None, settings: Settings, *, auto_migrate: bool = True,
                  codec: Codec | None = None, include: Iterable[str] = ()) -> None:
+        check_environ()  # a mistyped TETHER_URL must not pass unseen
+        #: No URL given and none in $TETHER_URL: opening the store says so (_environ.py).
+        self.implicit_url = not url and not os.environ.get("TETHER_URL")
         self._url = url or os.environ.get("TETHER_URL") or DEFAULT_URL
         self._store_url = _own_memory_name(self._url)
         self.settings = settings
@@ -98,6 +102,7 @@ class Runtime:
                 self.close()
                 self._store_url = _own_memory_name(url)
             self._url = url
+            self.implicit_url = False
 
     @property
     def store_url(self) -> str:
@@ -112,6 +117,8 @@ class Runtime:
         if self._store is None:
             with self._lock:
                 if self._store is None:
+                    if self.implicit_url:
+                        default_store_used(DEFAULT_PATH)
                     store = open_store(self.store_url)
                     try:
                         store.migrate() if self.auto_migrate else store.check_schema()

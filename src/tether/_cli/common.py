@@ -17,9 +17,10 @@ from typing import Any
 
 from tether import _limits as limits
 from tether._config import Settings
+from tether._environ import default_store_used
 from tether._errors import ConfigError, SchemaError
 from tether._runtime import Runtime
-from tether.stores import DEFAULT_URL, open_store
+from tether.stores import DEFAULT_PATH, DEFAULT_URL, open_store
 from tether.stores._contract import Store, WorkerInfo
 
 # -- option types ----------------------------------------------------------------------------
@@ -154,9 +155,18 @@ def target(args: argparse.Namespace) -> Target:
         from tether._appspec import load_app
 
         runtime = load_app(spec).runtime
-    url = getattr(args, "url", None) or (runtime.url if runtime is not None else None) or \
-        os.environ.get("TETHER_URL") or DEFAULT_URL
-    return Target(runtime, url)
+    given = getattr(args, "url", None) or (
+        runtime.url if runtime is not None and not runtime.implicit_url else None)
+    return Target(runtime, given or store_url())
+
+
+def store_url() -> str:
+    """``$TETHER_URL``, else the default store (said at WARNING: see :mod:`tether._environ`)."""
+    url = os.environ.get("TETHER_URL")
+    if url:
+        return url
+    default_store_used(DEFAULT_PATH)
+    return DEFAULT_URL
 
 
 def sqlite_file(url: str) -> Path | None:

@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from tether import __version__
 from tether._cli import common as c
+from tether._environ import check_environ
 from tether._errors import ConfigError, JobNotFound, StoreError, TetherError
 from tether._logs import FORMATS, LEVELS, check_format, check_level, configure
 
@@ -281,6 +282,7 @@ def run_parsed(args: argparse.Namespace) -> int:
     args.log_level, args.log_format_given = level, args.log_format
     if not getattr(args, "keep_logging", False):  # manage.py with Django's LOGGING set
         configure(level, fmt)
+    check_environ()  # a mistyped TETHER_URL must not pass unseen
     handler: Handler = args.handler
     try:
         return handler(args)

@@ -18,7 +18,6 @@ from tether._events import Events
 from tether._logs import configure, worker_banner
 from tether._maintenance.maintainer import Maintainer
 from tether._worker.shutdown import Shutdown
-from tether.stores import DEFAULT_URL
 
 if TYPE_CHECKING:
     from tether._worker.worker import Worker
@@ -104,7 +103,7 @@ def cmd_reaper(args: argparse.Namespace) -> int:
     """A standalone maintainer with the app's settings; joins the same elections as the
     workers' maintainers, and always reaps (even when the app disables reaping in workers
     with ``reaper_interval=0``: that is what this process is for)."""
-    from tether._cli.common import connect
+    from tether._cli.common import connect, store_url
 
     spec = args.target_app or getattr(args, "app", None) or os.environ.get("TETHER_APP")
     runtime = None
@@ -114,11 +113,11 @@ def cmd_reaper(args: argparse.Namespace) -> int:
                               "give lease_ttl")
         runtime = load_app(spec).runtime
         settings = runtime.settings
-        url = args.url or runtime.url
+        url = args.url or (store_url() if runtime.implicit_url else runtime.url)
     else:
         settings = make_settings(**({} if args.lease_ttl is None else
                                     {"lease_ttl": args.lease_ttl}))
-        url = args.url or os.environ.get("TETHER_URL") or DEFAULT_URL
+        url = args.url or store_url()
         log.warning("no MODULE:APP given: running with the default settings (retention, "
                     "stall_grace, leader timing); give the app so they match the workers'")
     if args.no_election:

@@ -27,7 +27,10 @@ from tether.stores._contract import *  # noqa: F403 - the contract, re-exported 
 from tether.stores._contract import Store
 from tether.stores._urls import redact
 
-DEFAULT_URL = "sqlite:///tether.db"
+DEFAULT_PATH = "tether.db"
+#: The store of a process that names none: an SQLite file in the working directory (a
+#: WARNING says so, outside tests: tether._environ).
+DEFAULT_URL = f"sqlite:///{DEFAULT_PATH}"
 
 
 def open_store(url: str, **options: Any) -> Store:
@@ -64,5 +67,5 @@ def open_store(url: str, **options: Any) -> Store:
     )
 
 
-__all__ = ["DEFAULT_URL", "open_store"]
+__all__ = ["DEFAULT_PATH", "DEFAULT_URL", "open_store"]
 __all__ += _contract.__all__

@@ -17,12 +17,16 @@ from typing import Any
 
 import pytest
 
+from tether import _environ
 from tether._app import App
 from tether._appspec import load_app
 from tether._errors import ConfigError
 from tether.stores import open_store
 from tether.testing._drain import DrainedJob, drain
 from tether.testing._fresh import check_choice, fresh_url
+
+# A test process is where the implicit default store is expected: no warning about it here.
+_environ.warn_default_store = False
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
