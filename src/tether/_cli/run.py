@@ -18,6 +18,8 @@ from tether._events import Events
 from tether._logs import configure, worker_banner
 from tether._maintenance.maintainer import Maintainer
 from tether._worker.shutdown import Shutdown
+from tether._worker.startup import open_when_up
+from tether.stores._urls import redact
 
 if TYPE_CHECKING:
     from tether._worker.worker import Worker
@@ -49,14 +51,21 @@ def cmd_worker(args: argparse.Namespace) -> int:
             limits.check_text(q, "queue", limit=limits.MAX_NAME)
     except ValueError as exc:
         raise ConfigError(f"--queues: {exc}") from None
-    runtime.store.check_schema()
     process = args.pool == "process"
-    worker = app.worker(concurrency=args.concurrency, queues=queues,
-                        maintenance=not args.no_maintenance, pool=args.pool,
-                        app_spec=spec if process else None,
-                        max_tasks_per_child=args.max_tasks_per_child,
-                        max_memory_per_child=args.max_memory_per_child,
-                        schedules=not args.burst)
+
+    def open_worker() -> Worker:
+        runtime.store.check_schema()
+        return app.worker(concurrency=args.concurrency, queues=queues,
+                          maintenance=not args.no_maintenance, pool=args.pool,
+                          app_spec=spec if process else None,
+                          max_tasks_per_child=args.max_tasks_per_child,
+                          max_memory_per_child=args.max_memory_per_child,
+                          schedules=not args.burst)
+
+    # A store that is not up yet is waited for (startup.py); a signal ends the wait: exit 0.
+    worker = open_when_up(open_worker, redact(runtime.url))
+    if worker is None:
+        return 0
     message, fields = worker_banner(runtime.settings, runtime.url, runtime.registry.tasks,
                                     worker.id, list(worker.queues), args.concurrency,
                                     "processes" if process else "threads")

@@ -43,7 +43,7 @@ from tether.stores._sqlite.producer import SQLiteProducer
 from tether.stores._sqlite.rows import SCHEMA_VERSION, store_now
 from tether.stores._sqlite.schedules import SQLiteSchedules
 from tether.stores._sqlite.schema import SQLiteSchema
-from tether.stores._sqlite.url import parse_url
+from tether.stores._sqlite.url import check_folder, parse_url
 
 
 class SQLiteStore(SQLiteSchema, SQLiteProducer, SQLiteLeases, SQLiteMaintenance,
@@ -65,6 +65,7 @@ class SQLiteStore(SQLiteSchema, SQLiteProducer, SQLiteLeases, SQLiteMaintenance,
     ) -> None:
         self.url = url
         self.path = parse_url(url)
+        check_folder(self.path)
         self._db = Connections(self.path, busy_timeout, file_check_interval)
         self._wake = threading.Condition()
         self._wake_gen = 0

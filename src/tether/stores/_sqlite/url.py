@@ -8,6 +8,7 @@ options (``busy_timeout``) are constructor arguments, so any parameter is a mist
 
 from __future__ import annotations
 
+import os
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tether._errors import ConfigError
@@ -55,3 +56,16 @@ def parse_url(url: str) -> str:
     if "\x00" in path:
         raise ConfigError("SQLite URL path contains a NUL character")
     return path
+
+
+def check_folder(path: str) -> None:
+    """ConfigError when the file's directory does not exist.
+
+    A missing directory is a configuration error, not an outage: tether creates the database
+    file but never directories, and waiting will not make one appear (a worker retries an
+    unreachable store at start, :mod:`tether._worker.startup`, and would wait for ever)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ConfigError(f"the directory of the SQLite file {path!r} does not exist "
+                          f"({folder}): create it first (tether creates the file, never "
+                          "directories)")
