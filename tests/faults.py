@@ -8,7 +8,14 @@ Tests point a store at the proxy instead of the server and then break the networ
 * ``drop_next_reply(match)``: the next request whose bytes contain ``match`` (any request when
   None) is forwarded to the server, and the server's reply to it is swallowed and the client's
   connection closed: the write happened, the client never hears of it (a lost reply);
-* ``delay(seconds)``: add latency to every forwarded chunk, both ways.
+* ``delay(seconds)``: add latency to every forwarded chunk, both ways;
+* ``blackhole(seconds=None)``: a silent partition, until ``heal()`` (or for ``seconds``):
+  live connections stay open and new ones are accepted, but nothing is forwarded either way,
+  and no FIN or RST is ever sent. What a side sent meanwhile is held, not lost, and delivered
+  once the partition heals (as TCP retransmits it then), unless that connection was closed.
+  (A real partition leaves the sender's data unacknowledged, so its kernel's keepalive and
+  TCP_USER_TIMEOUT notice; on loopback the proxy's kernel acknowledges everything, so only
+  the client's own timeouts can: which is what a test of them needs.)
 
 It never mocks the server: every byte the client sends reaches the real one (unless refused),
 so a test sees what the real server did. Only loopback addresses are used.
@@ -17,6 +24,7 @@ so a test sees what the real server did. Only loopback addresses are used.
 from __future__ import annotations
 
 import contextlib
+import math
 import socket
 import threading
 import time
@@ -54,6 +62,7 @@ class FaultProxy:
         self._drop_match: bytes | None = None
         self._drop_armed = False
         self._refuse_until = 0.0
+        self._hole_until = 0.0  # black hole while monotonic() < this (inf: until heal())
         self._stopped = threading.Event()
         self._listener = self._listen(0)
         self.port: int = self._listener.getsockname()[1]
@@ -98,6 +107,22 @@ class FaultProxy:
     def refusal_left(self) -> float:
         """Seconds until a ``refuse`` ends (0 when not refusing)."""
         return max(0.0, self._refuse_until - time.monotonic())
+
+    def blackhole(self, seconds: float | None = None) -> None:
+        """Stop forwarding anything, both ways, on live and new connections, without closing
+        any, until :meth:`heal` (or for ``seconds``). Non-blocking."""
+        with self._lock:
+            self._hole_until = (math.inf if seconds is None
+                                else time.monotonic() + max(0.0, seconds))
+
+    def heal(self) -> None:
+        """End a black hole: what was held is forwarded, and traffic flows again."""
+        with self._lock:
+            self._hole_until = 0.0
+
+    @property
+    def blackholing(self) -> bool:
+        return time.monotonic() < self._hole_until
 
     def cut(self) -> None:
         with self._lock:
@@ -186,7 +211,12 @@ class FaultProxy:
         try:
             while True:
                 data = src.recv(65536)
-                if not data:
+                # A partition holds what was sent, a hang-up (FIN) included, until it heals:
+                # TCP delivers both then. A cut pair or a stopped proxy ends the wait.
+                while (self.blackholing and not pair.closed
+                       and not self._stopped.is_set()):
+                    time.sleep(0.01)
+                if not data or pair.closed:
                     break
                 if self._latency:
                     time.sleep(self._latency)

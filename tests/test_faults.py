@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 
@@ -9,7 +10,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.faults import FaultProxy
+from tests.faults import LOOPBACK, FaultProxy
 from tests.servers import PG_DSN, REDIS_URL
 
 
@@ -88,3 +89,58 @@ def test_cut_closes_live_connections(fault_proxy: Callable[[str], FaultProxy]) -
         pproxy.cut()
         with pytest.raises(psycopg.OperationalError):
             conn.execute("SELECT 1")
+
+
+def test_blackhole_holds_traffic_without_closing_anything(
+    fault_proxy: Callable[[str], FaultProxy],
+) -> None:
+    """A silent partition: a live connection's request gets no reply (a read times out; no
+    FIN, no RST), a new connection is accepted but never answered; on ``heal()`` what was
+    held is delivered (the write reaches the server) and the old connection works again."""
+    proxy = fault_proxy("redis")
+    direct = redis.Redis.from_url(REDIS_URL)
+    key = f"faulttest:{time.time_ns()}"
+    live = socket.create_connection((LOOPBACK, proxy.port), timeout=5)
+    try:
+        live.sendall(b"PING\r\n")
+        assert live.recv(64) == b"+PONG\r\n"
+        proxy.blackhole()
+        assert proxy.blackholing
+        live.settimeout(0.5)
+        live.sendall(f"SET {key} held\r\n".encode())
+        with pytest.raises(TimeoutError):  # not b"" (FIN), not ConnectionResetError (RST)
+            live.recv(64)
+        fresh = socket.create_connection((LOOPBACK, proxy.port), timeout=5)  # accepted
+        fresh.settimeout(0.5)
+        fresh.sendall(b"PING\r\n")
+        with pytest.raises(TimeoutError):
+            fresh.recv(64)
+        assert direct.get(key) is None  # nothing reached the server
+        proxy.heal()
+        assert not proxy.blackholing
+        live.settimeout(5)
+        assert live.recv(64) == b"+OK\r\n"  # held, then delivered: the write happened
+        assert direct.get(key) == b"held"
+        fresh.settimeout(5)
+        assert fresh.recv(64) == b"+PONG\r\n"
+        fresh.close()
+    finally:
+        live.close()
+        direct.delete(key)
+        direct.close()
+
+
+@pytest.mark.slow  # waits out a 2 s connect timeout
+def test_blackhole_for_seconds_times_out_a_postgres_connect(
+    fault_proxy: Callable[[str], FaultProxy],
+) -> None:
+    proxy = fault_proxy("postgres")
+    url = proxy.url(PG_DSN)
+    proxy.blackhole(30.0)
+    started = time.monotonic()
+    with pytest.raises(psycopg.OperationalError, match="timeout"):
+        psycopg.connect(url, connect_timeout=2)
+    assert time.monotonic() - started >= 2.0  # waited for the reply, was never refused
+    proxy.heal()
+    with psycopg.connect(url, connect_timeout=5) as conn:
+        assert conn.execute("SELECT 3").fetchone() == (3,)
