@@ -58,7 +58,18 @@ def _own_memory_name(url: str) -> str:
 
 
 #: Pauses between the attempts of one enqueue while the store is unavailable (~1 s in all).
-ENQUEUE_RETRY_PAUSES = (0.1, 0.3, 0.6)
+ENQUEUE_RETRY_PAUSES = (0.1, 0.3, 0.5)
+#: An enqueue is tried again only while this many seconds have not passed since it began: a
+#: refused or dropped connection fails fast and is worth another try (same request id), an
+#: attempt that waited out the store's deadline is not. Retrying those too made a partitioned
+#: enqueue take four deadlines (issue 18: 19-27 s). So an enqueue raises within the store's
+#: deadline plus this.
+ENQUEUE_RETRY_WINDOW = 1.0
+
+
+def _retry(started: float, pause: float) -> bool:
+    """Whether a failed attempt of an enqueue that began at ``started`` is tried again."""
+    return clock.monotonic() - started + pause <= ENQUEUE_RETRY_WINDOW
 
 
 class Runtime:
@@ -158,8 +169,10 @@ class Runtime:
         A transient failure (:class:`~tether._errors.StoreUnavailable`) is retried a few
         times within about a second, always with the same request id: when the store did the
         insert but the reply was lost, it answers the retry from its record of that request
-        instead of inserting the jobs twice. Then the error is raised. Inside a caller's
-        transaction nothing is retried: the transaction is the caller's to retry.
+        instead of inserting the jobs twice. Then the error is raised: within the store's
+        deadline plus :data:`ENQUEUE_RETRY_WINDOW` (an attempt that waited out the deadline
+        is not retried). Inside a caller's transaction nothing is retried: the transaction is
+        the caller's to retry.
         """
         if not jobs:
             return []
@@ -171,11 +184,12 @@ class Runtime:
                     f"the {store.kind} store cannot enqueue inside a caller's transaction")
             return inside.enqueue(jobs, conn=conn)
         request_id = new_request_id()
+        started = clock.monotonic()
         for pause in (*ENQUEUE_RETRY_PAUSES, None):
             try:
                 return store.enqueue(jobs, request_id=request_id)
             except StoreUnavailable:
-                if pause is None:
+                if pause is None or not _retry(started, pause):
                     raise
                 clock.sleep(pause)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -195,11 +209,12 @@ class Runtime:
                     "PostgreSQL enqueues inside a caller's transaction)")
             return await producer.enqueue(jobs, conn=conn)
         request_id = new_request_id()
+        started = clock.monotonic()
         for pause in (*ENQUEUE_RETRY_PAUSES, None):
             try:
                 return await producer.enqueue(jobs, request_id=request_id)
             except StoreUnavailable:
-                if pause is None:
+                if pause is None or not _retry(started, pause):
                     raise
                 await asyncio.sleep(pause)
         raise AssertionError("unreachable")  # pragma: no cover

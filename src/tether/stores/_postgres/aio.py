@@ -30,6 +30,7 @@ from tether.stores._postgres.driver_errors import mapped
 from tether.stores._postgres.enqueue_call import enqueue_call, ids_of
 from tether.stores._postgres.listen import Listener
 from tether.stores._postgres.plumbing import RACE_RETRIES, Row, race
+from tether.stores._postgres.watchdog import awatch
 
 #: While the listener is not ready (not listening to the done channel with the done key held),
 #: a waiter reads its jobs this often instead of trusting notifications.
@@ -75,11 +76,16 @@ class PostgresAsyncProducer:
                     if conn is not None:
                         cur = await conn.execute(self._queries[name], params)
                         return await cur.fetchall()
+                    # The checkout and the statement end within the store's deadline, as
+                    # in the sync store (``Connector.connection``).
+                    deadline = self._connector.deadline
+                    due = clock.monotonic() + deadline
                     pool = self._pool()
-                    used = await pool.getconn()
+                    used = await pool.getconn(deadline)
                     try:
-                        cur = await used.execute(self._queries[name], params)
-                        return await cur.fetchall()
+                        async with awatch(used, due - clock.monotonic(), deadline=deadline):
+                            cur = await used.execute(self._queries[name], params)
+                            return await cur.fetchall()
                     finally:
                         await pool.putconn(used)
             except StoreError as exc:

@@ -22,7 +22,6 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from tether import _clock as clock
 from tether.stores._postgres.slots import Slots, status_of
 
 AConn = psycopg.AsyncConnection[Any]
@@ -40,10 +39,11 @@ class AsyncPool(Slots[AConn]):
         self._all: set[AConn] = set()
         self._cond = asyncio.Condition()
 
-    async def getconn(self) -> AConn:
-        deadline = clock.monotonic() + self.timeout
+    async def getconn(self, wait: float | None = None) -> AConn:
+        """A connection; ``wait``: give up sooner than ``timeout`` (the call's deadline)."""
+        deadline, waited = self._wait_until(wait)
         async with self._cond:
-            while isinstance(got := self._checkout(deadline), float):
+            while isinstance(got := self._checkout(deadline, waited), float):
                 try:
                     await asyncio.wait_for(self._cond.wait(), got)
                 except TimeoutError:

@@ -15,6 +15,7 @@ never be confused with tether's.
 
 from __future__ import annotations
 
+import math
 import os
 import uuid
 import zlib
@@ -24,10 +25,13 @@ from typing import Any
 
 import psycopg
 
+from tether import _clock as clock
 from tether._errors import ConfigError, StoreUnavailable
+from tether.stores._deadline import take_deadline
 from tether.stores._postgres.driver_errors import mapped, one_line
 from tether.stores._postgres.pool import Conn, ConnectionPool
 from tether.stores._postgres.url import split_url
+from tether.stores._postgres.watchdog import WATCHDOG
 from tether.stores._urls import hint, leaks, redact, scrub, take_param
 
 # Connection failures that retrying will not fix: the URL or the credentials are wrong.
@@ -58,12 +62,17 @@ class Connector:
         min_size: int = 1,
         max_size: int = 4,
         timeout: float = 10.0,
-        connect_timeout: int = 5,
+        connect_timeout: int | None = None,
+        deadline: float | None = None,
         prepare_threshold: int | None = 2,
         application_name: str | None = None,
     ) -> None:
         self.url = url
         self.dsn, self.schema = split_url(url)
+        #: Seconds a call waits for a server that does not answer (:mod:`_deadline`).
+        self.dsn, self.deadline = take_deadline(self.dsn, deadline)
+        if connect_timeout is None:  # libpq takes whole seconds, at least 2
+            connect_timeout = max(2, math.ceil(self.deadline))
         if not 0 <= min_size <= max_size or max_size < 1:
             raise ConfigError(f"need 0 <= min_size <= max_size >= 1, got {min_size}/{max_size}")
         # A name the operator gave (option or ``?application_name=`` in the URL) is what
@@ -85,12 +94,14 @@ class Connector:
             "application_name": self.application_name,
             "connect_timeout": connect_timeout,
             # A peer that vanished (host down, partition) must not hang a heartbeat or a claim
-            # forever: keepalives notice a silent peer, tcp_user_timeout bounds unacked sends.
+            # forever: keepalives notice a silent peer, tcp_user_timeout bounds unacked sends
+            # (in ms) to the deadline. A peer whose kernel still acknowledges (a frozen
+            # server or proxy) is the watchdog's (``connection``).
             "keepalives": 1,
             "keepalives_idle": 5,
             "keepalives_interval": 2,
             "keepalives_count": 3,
-            "tcp_user_timeout": 10_000,
+            "tcp_user_timeout": max(1, round(self.deadline * 1000)),
         }
         self._opened = False
         #: Called after every new connection: the server behind the URL may be another one
@@ -129,15 +140,30 @@ class Connector:
             raise error from exc
 
     @contextmanager
-    def connection(self, conn: Conn | None = None) -> Iterator[Conn]:
-        """A pool connection (or the caller's), with driver errors mapped to tether's."""
+    def connection(self, conn: Conn | None = None, *, bounded: bool = True) -> Iterator[Conn]:
+        """A pool connection (or the caller's), with driver errors mapped to tether's.
+
+        ``bounded``: waiting for a free connection and everything run on it end within the
+        store's deadline, or the connection is cut (:mod:`watchdog`) and StoreUnavailable
+        raised. Only work that may rightly run long (a VACUUM, a migration) passes False;
+        TCP keepalive still notices a peer that vanished. A caller's own connection is
+        never cut."""
         with mapped():
             if conn is not None:
                 yield conn
                 return
-            pooled = self.pool.getconn()
+            if not bounded:
+                pooled = self.pool.getconn()
+                try:
+                    yield pooled
+                finally:
+                    self.pool.putconn(pooled)
+                return
+            due = clock.monotonic() + self.deadline
+            pooled = self.pool.getconn(self.deadline)
             try:
-                yield pooled
+                with WATCHDOG.watch(pooled, due - clock.monotonic(), deadline=self.deadline):
+                    yield pooled
             finally:
                 self.pool.putconn(pooled)
 

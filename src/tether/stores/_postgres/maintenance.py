@@ -53,7 +53,8 @@ class PostgresMaintenance(Plumbing):
         row = self._one("dead_tuples", {})
         dead = int(row[0]) if row else 0
         if dead >= self.vacuum_threshold:
-            with self._connector.connection() as pooled:
+            # A VACUUM of a big table rightly runs long: not bound by the call deadline.
+            with self._connector.connection(bounded=False) as pooled:
                 pooled.execute(self.queries["vacuum_jobs"])
             done.append(f"vacuumed jobs ({dead} dead row versions)")
         return "; ".join(done) or None

@@ -23,7 +23,6 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from tether import _clock as clock
 from tether.stores._postgres.slots import Slots, alive, status_of
 
 Conn = psycopg.Connection[Any]
@@ -45,10 +44,11 @@ class ConnectionPool(Slots[Conn]):
             self._size += 1
         self.putconn(conn)
 
-    def getconn(self) -> Conn:
-        deadline = clock.monotonic() + self.timeout
+    def getconn(self, wait: float | None = None) -> Conn:
+        """A connection; ``wait``: give up sooner than ``timeout`` (the call's deadline)."""
+        deadline, waited = self._wait_until(wait)
         with self._cond:
-            while isinstance(got := self._checkout(deadline), float):
+            while isinstance(got := self._checkout(deadline, waited), float):
                 self._cond.wait(got)
         if got is not None:
             return got

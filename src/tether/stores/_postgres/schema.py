@@ -109,7 +109,8 @@ class PostgresSchema(Plumbing):
     kind: str
 
     def migrate(self) -> int:
-        with self._connector.connection() as conn:
+        # DDL may wait for locks and rewrite tables: not bound by the call deadline.
+        with self._connector.connection(bounded=False) as conn:
             return migrate(conn, self.schema, self.queries)
 
     def check_schema(self) -> None:

@@ -41,10 +41,17 @@ class Slots(Generic[C]):
         """Close ``conn`` and free its slot (each pool closes its own way)."""
         raise NotImplementedError
 
-    def _checkout(self, deadline: float) -> C | float | None:
+    def _wait_until(self, wait: float | None) -> tuple[float, float]:
+        """(when a checkout gives up, how long that is): after ``timeout``, or sooner when
+        the caller's deadline allows less (``wait``)."""
+        waited = self.timeout if wait is None else max(0.0, min(wait, self.timeout))
+        return clock.monotonic() + waited, waited
+
+    def _checkout(self, deadline: float, waited: float) -> C | float | None:
         """A live idle connection; or None with a slot taken for a new one (the caller
         connects outside the lock and calls :meth:`_unreserve` if that fails); or how long
-        to wait for a connection to come back before asking again."""
+        to wait for a connection to come back before asking again (``waited``: the wait
+        the caller was allowed, for the error)."""
         if self._closed:
             raise StoreUnavailable(self._closed_message)
         while self._idle:
@@ -58,7 +65,7 @@ class Slots(Generic[C]):
         remaining = deadline - clock.monotonic()
         if remaining <= 0:
             raise psycopg.OperationalError(
-                f"no free PostgreSQL connection after {self.timeout:.1f}s "
+                f"no free PostgreSQL connection after {waited:.1f}s "
                 f"(all {self.max_size} in use)")
         return remaining
 

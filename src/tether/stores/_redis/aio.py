@@ -28,7 +28,7 @@ from tether.stores._per_loop import PerLoop, threadsafe_wake
 from tether.stores._redis import calls
 from tether.stores._redis import rows as codec
 from tether.stores._redis.calls import CANCEL, request, script_text
-from tether.stores._redis.connection import io, one_line
+from tether.stores._redis.connection import io, one_line, timeouts
 from tether.stores._redis.waker import Waker
 
 
@@ -46,15 +46,16 @@ SUBSCRIBE_WAIT = 3.0
 _SCRIPTS = ("enqueue", "cancel")
 
 
-def aconnect(url: str, options: dict[str, Any]) -> redis.asyncio.Redis:
+def aconnect(url: str, options: dict[str, Any], deadline: float) -> redis.asyncio.Redis:
     """A ``redis.asyncio`` client with the sync client's settings (see ``connection.connect``):
-    one quick retry on a connection error, which may replay a script; every script is
-    replay-safe."""
+    every wait within the store's deadline, one quick retry on a connection error, which may
+    replay a script; every script is replay-safe."""
     settings: dict[str, Any] = {
-        "socket_timeout": 10.0,
-        "socket_connect_timeout": 5.0,
+        **timeouts(deadline),
         "health_check_interval": 15,
-        "retry": AsyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 1),
+        # Connection errors only, as the sync client: its default also retried a timeout,
+        # which waited out the deadline twice (10 s on a partition, at a 5 s deadline).
+        "retry": AsyncRetry(ExponentialBackoff(cap=0.5, base=0.05), 1, (redis.ConnectionError,)),
         "retry_on_error": [redis.ConnectionError],
         "retry_on_timeout": False,
     }
@@ -69,18 +70,20 @@ def aconnect(url: str, options: dict[str, Any]) -> redis.asyncio.Redis:
 class _LoopClient:
     """One loop's client and its registered scripts."""
 
-    def __init__(self, url: str, options: dict[str, Any]) -> None:
-        self.client = aconnect(url, options)
+    def __init__(self, url: str, options: dict[str, Any], deadline: float) -> None:
+        self.client = aconnect(url, options, deadline)
         self.scripts = {n: self.client.register_script(script_text(n)) for n in _SCRIPTS}
 
 
 class RedisAsyncProducer:
     """:class:`tether.stores._contract.AsyncProducer` on ``redis.asyncio``."""
 
-    def __init__(self, prefix: str, url: str, options: dict[str, Any], waker: Waker) -> None:
+    def __init__(self, prefix: str, url: str, options: dict[str, Any], waker: Waker,
+                 deadline: float) -> None:
         self._prefix = prefix
         self._url = url
         self._options = options
+        self._deadline = deadline
         self._waker = waker
         self._clients: PerLoop[_LoopClient] = PerLoop()
 
@@ -89,7 +92,7 @@ class RedisAsyncProducer:
         return self._clients.closed
 
     def _loop_client(self) -> _LoopClient:
-        return self._clients.get(lambda: _LoopClient(self._url, self._options))
+        return self._clients.get(lambda: _LoopClient(self._url, self._options, self._deadline))
 
     async def _run(self, name: str, *args: str) -> Any:
         scripts = self._loop_client().scripts

@@ -10,6 +10,7 @@ raw driver exception.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -85,18 +86,40 @@ def io() -> Iterator[None]:
         raise StoreError(f"redis: text that is not valid Unicode: {one_line(exc)}") from exc
 
 
-def connect(url: str, options: dict[str, Any]) -> redis.Redis:
+def keepalive(deadline: float) -> dict[int, int]:
+    """TCP options (where the platform has them) that notice a peer gone silent: probes after
+    5 s idle, every 2 s, 3 of them; and data left unacknowledged for the deadline ends the
+    connection (``TCP_USER_TIMEOUT``, in ms)."""
+    wanted = {"TCP_KEEPIDLE": 5, "TCP_KEEPINTVL": 2, "TCP_KEEPCNT": 3,
+              "TCP_USER_TIMEOUT": max(1, round(deadline * 1000))}
+    return {getattr(socket, name): value for name, value in wanted.items()
+            if hasattr(socket, name)}
+
+
+def timeouts(deadline: float) -> dict[str, Any]:
+    """The client settings that bound every wait of a command by the store's deadline (see
+    :mod:`tether.stores._deadline`): connecting, and reading each reply. A user's own
+    ``socket_timeout`` or ``socket_connect_timeout`` in the URL wins."""
+    return {
+        "socket_timeout": deadline,
+        "socket_connect_timeout": deadline,
+        "socket_keepalive": True,
+        "socket_keepalive_options": keepalive(deadline),
+    }
+
+
+def connect(url: str, options: dict[str, Any], deadline: float) -> redis.Redis:
     """A redis-py client (connection pool, thread-safe) with tether's defaults."""
     settings: dict[str, Any] = {
-        "socket_timeout": 10.0,
-        "socket_connect_timeout": 5.0,
+        **timeouts(deadline),
         # PING a connection that sat idle this long before using it, so a connection killed
         # by a server restart is replaced before a script is sent on it.
         "health_check_interval": 15,
         # One quick retry on a connection error (a stale pooled connection, or a reply lost
         # on the way back). It may replay a script the server already ran: every script is
         # replay-safe (request records, kept tokens, idempotent renewals; see store.py).
-        # Timeouts are not retried here: the caller gets StoreUnavailable and decides.
+        # Timeouts are not retried here: the caller gets StoreUnavailable and decides (a
+        # retry would wait out the deadline again).
         "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), 1, (redis.ConnectionError,)),
         "retry_on_timeout": False,
     }

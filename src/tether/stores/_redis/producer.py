@@ -35,6 +35,7 @@ class RedisProducer(ProducerCache):
     _client: Any
     _client_url: str
     _options: dict[str, Any]
+    deadline: float
     _waker: Waker
 
     if TYPE_CHECKING:  # RedisStore's: run a script (registered at start / on first use)
@@ -96,7 +97,8 @@ class RedisProducer(ProducerCache):
             self._waker.remove_finish_waiter(key)
 
     def _new_producer(self) -> RedisAsyncProducer:
-        return RedisAsyncProducer(self.prefix, self._client_url, self._options, self._waker)
+        return RedisAsyncProducer(self.prefix, self._client_url, self._options, self._waker,
+                                  self.deadline)
 
 
 __all__ = ["RedisProducer"]

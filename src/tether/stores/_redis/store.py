@@ -105,12 +105,15 @@ class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, Redi
     #: commands and the store's scripts could share.
     capabilities = Capabilities()
 
-    def __init__(self, url: str, *, prefix: str | None = None, **options: Any) -> None:
-        checked = _url.parse(url, prefix)
+    def __init__(self, url: str, *, prefix: str | None = None, deadline: float | None = None,
+                 **options: Any) -> None:
+        checked = _url.parse(url, prefix, deadline)
         self.prefix = checked.prefix
         self._url = checked.shown
         self._allow_eviction = checked.allow_eviction
-        self._client = connect(checked.client_url, options)
+        #: Seconds a call waits for a server that does not answer (:mod:`_deadline`).
+        self.deadline = checked.deadline
+        self._client = connect(checked.client_url, options, self.deadline)
         self._client_url, self._options = checked.client_url, options  # the async producer's
         self._scripts = {n: self._client.register_script(_script_text(n)) for n in _SCRIPTS}
         self._watch = ServerWatch(f"{self._url} prefix {self.prefix!r}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tether._errors import ConfigError
+from tether.stores._deadline import take_deadline
 from tether.stores._urls import clean, hint, redact, take_param
 
 DEFAULT_PREFIX = "tether"
@@ -90,11 +91,13 @@ PARAMS: dict[str, Callable[[str], object]] = {
 
 @dataclass(frozen=True, slots=True)
 class RedisURL:
-    """A checked URL: the one redis-py gets (without tether's ``prefix``), and the prefix."""
+    """A checked URL: the one redis-py gets (without tether's ``prefix`` and ``deadline``),
+    the prefix and the deadline (seconds, see :mod:`tether.stores._deadline`)."""
 
     client_url: str
     prefix: str
     shown: str  # for display and errors: no password
+    deadline: float
     #: ``?allow_eviction=1``: run on a server whose maxmemory-policy may evict tether's keys
     #: (schema.py refuses to otherwise).
     allow_eviction: bool = False
@@ -115,22 +118,23 @@ def check_prefix(prefix: str, url: str = "") -> str:
     return prefix
 
 
-def parse(url: str, prefix: str | None = None) -> RedisURL:
+def parse(url: str, prefix: str | None = None, deadline: float | None = None) -> RedisURL:
     """Check a ``redis://`` / ``rediss://`` URL whole; ConfigError names the bad field.
+    ``prefix`` and ``deadline`` given as options win over the URL's.
 
     A URL whose user info did not parse cleanly (a password that was not percent-encoded)
     that is refused gets one message without the field: the field would quote a piece of
     the password (redis-py reads such a URL as the standard says: the password ends at the
     first '/', '?' or '#')."""
     try:
-        return _parse(url, prefix)
+        return _parse(url, prefix, deadline)
     except ConfigError:
         if clean(url):
             raise
         raise ConfigError(f"redis URL {redact(url)!r} does not parse{hint(url)}") from None
 
 
-def _parse(url: str, prefix: str | None) -> RedisURL:
+def _parse(url: str, prefix: str | None, deadline: float | None) -> RedisURL:
     shown = redact(url)
     parts = urlsplit(url)
     if parts.scheme.lower() not in ("redis", "rediss"):
@@ -153,6 +157,7 @@ def _parse(url: str, prefix: str | None) -> RedisURL:
                 f"got {path!r}"
             ) from None
     client_url, url_prefix = take_param(url, "prefix")
+    client_url, seconds = take_deadline(client_url, deadline)
     client_url, evict = take_param(client_url, "allow_eviction")
     allow_eviction = False
     if evict is not None:
@@ -166,7 +171,7 @@ def _parse(url: str, prefix: str | None) -> RedisURL:
         if check is None:
             raise ConfigError(
                 f"redis URL {shown!r}: unknown parameter {name!r} (tether knows prefix, "
-                f"allow_eviction and "
+                f"allow_eviction, deadline and "
                 f"{', '.join(sorted(PARAMS))})"
             )
         try:
@@ -177,4 +182,4 @@ def _parse(url: str, prefix: str | None) -> RedisURL:
     if chosen is None:
         chosen = DEFAULT_PREFIX
     check_prefix(chosen, url)
-    return RedisURL(client_url, chosen, redact(client_url), allow_eviction)
+    return RedisURL(client_url, chosen, redact(client_url), seconds, allow_eviction)
