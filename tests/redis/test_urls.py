@@ -24,7 +24,28 @@ BAD_URLS = {
     "unknown parameter": ("redis://127.0.0.1:6379/0?prefix=x&sockettimeout=5", "sockettimeout"),
     "bad timeout value": ("redis://127.0.0.1:6379/0?socket_timeout=soon", "socket_timeout"),
     "decode_responses": ("redis://127.0.0.1:6379/0?decode_responses=no", "decode_responses"),
+    "deadline zero": ("redis://127.0.0.1:6379/0?deadline=0", "deadline"),
+    "deadline not a number": ("redis://127.0.0.1:6379/0?deadline=soon", "deadline"),
 }
+
+
+def test_the_deadline_bounds_every_wait_of_the_client() -> None:
+    """``deadline`` (tether's, not redis-py's) sets the socket and connect timeouts; the
+    option wins over the URL, and a socket_timeout of the user's own wins for reads."""
+    cases = [("redis://127.0.0.1:6379/0", {}, 5.0, 5.0),
+             ("redis://127.0.0.1:6379/0?deadline=2", {}, 2.0, 2.0),
+             ("redis://127.0.0.1:6379/0?deadline=2", {"deadline": 3}, 3.0, 3.0),
+             ("redis://127.0.0.1:6379/0?deadline=2&socket_timeout=7", {}, 2.0, 7.0)]
+    for url, options, deadline, read in cases:
+        store = RedisStore(url, **options)
+        try:
+            kwargs = store._client.connection_pool.connection_kwargs
+            assert store.deadline == deadline
+            assert kwargs["socket_connect_timeout"] == deadline
+            assert float(kwargs["socket_timeout"]) == read
+            assert "deadline" not in kwargs
+        finally:
+            store.close()
 
 
 @pytest.mark.parametrize("case", sorted(BAD_URLS))

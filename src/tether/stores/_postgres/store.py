@@ -46,7 +46,10 @@ class PostgresStore(PostgresSchema, PostgresProducer, PostgresLeases, PostgresMa
     """``postgresql://user@host:5432/db?schema=tether``. Thread-safe (a small pool).
 
     Options: ``min_size``/``max_size`` (pool, default 1/4), ``timeout`` (seconds to wait for a
-    free pooled connection), ``connect_timeout``, ``prepare_threshold`` (executions before
+    free pooled connection, at most the deadline), ``deadline`` (seconds a call waits for a
+    server that does not answer, default 5, also ``?deadline=`` in the URL: see
+    :mod:`tether.stores._deadline`), ``connect_timeout`` (default: the deadline rounded up,
+    at least 2), ``prepare_threshold`` (executions before
     psycopg prepares a statement server-side), ``application_name``, ``vacuum_threshold``
     (dead row versions in the jobs table before ``housekeeping`` vacuums it).
     """
