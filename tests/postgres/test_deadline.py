@@ -6,6 +6,7 @@ the watchdog cannot tell apart from a frozen one."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -54,3 +55,29 @@ def test_a_bad_deadline_is_one_config_error(pg_url: str, value: str) -> None:
     with pytest.raises(ConfigError, match="deadline") as caught:
         PostgresStore(f"{pg_url}&deadline={value}").close()
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.slow
+def test_only_the_call_past_its_deadline_is_cut(open_pg: Callable[..., PostgresStore]) -> None:
+    """Calls on other connections, inside their deadline, run on untouched while the watchdog
+    cuts the one that outlived its own (a shorter deadline than theirs, watched after them)."""
+    quick, slow = open_pg(deadline=5, max_size=4), open_pg(deadline=0.3)
+    errors: list[BaseException] = []
+
+    def run_quick() -> None:
+        try:
+            for _ in range(10):
+                with quick._connector.connection() as conn:
+                    conn.execute("SELECT pg_sleep(0.05)")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run_quick) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    with pytest.raises(StoreUnavailable, match=r"0\.3 s deadline"), \
+            slow._connector.connection() as conn:
+        conn.execute("SELECT pg_sleep(10)")
+    for thread in threads:
+        thread.join(30)
+    assert not errors, errors
