@@ -50,6 +50,25 @@ def test_the_deadline_comes_from_the_url_or_the_option(pg_url: str) -> None:
             store.close()
 
 
+def test_timeouts_written_in_the_url_are_kept(pg_url: str) -> None:
+    """libpq's own connect_timeout / tcp_user_timeout in the URL win over the defaults tether
+    derives from the deadline (psycopg lets keyword arguments override the URL)."""
+    store = PostgresStore(pg_url + "&connect_timeout=7&tcp_user_timeout=9000&deadline=1")
+    try:
+        with store.transaction() as conn:
+            libpq = {o.keyword: o.val for o in conn.pgconn.info}
+        assert (libpq[b"tcp_user_timeout"], libpq[b"connect_timeout"]) == (b"9000", b"7")
+        assert "connect_timeout" not in store._connector._kwargs
+        assert store._connector._kwargs["keepalives_idle"] == 5  # not in the URL: tether's
+    finally:
+        store.close()
+    chosen = PostgresStore(pg_url + "&connect_timeout=7", connect_timeout=3)
+    try:
+        assert chosen._connector._kwargs["connect_timeout"] == 3  # an explicit option wins
+    finally:
+        chosen.close()
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "soon", "nan", "inf", "100000", ""])
 def test_a_bad_deadline_is_one_config_error(pg_url: str, value: str) -> None:
     with pytest.raises(ConfigError, match="deadline") as caught:

@@ -34,6 +34,9 @@ from tether.stores._postgres.url import split_url
 from tether.stores._postgres.watchdog import WATCHDOG
 from tether.stores._urls import hint, leaks, redact, scrub, take_param
 
+#: libpq parameters tether sets from the deadline unless the URL gives them.
+_NETWORK_PARAMS = ("connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+                   "keepalives_count", "tcp_user_timeout")
 # Connection failures that retrying will not fix: the URL or the credentials are wrong.
 _PERMANENT = ("does not exist", "authentication failed", "no pg_hba.conf entry", "invalid")
 
@@ -71,6 +74,7 @@ class Connector:
         self.dsn, self.schema = split_url(url)
         #: Seconds a call waits for a server that does not answer (:mod:`_deadline`).
         self.dsn, self.deadline = take_deadline(self.dsn, deadline)
+        explicit_connect_timeout = connect_timeout is not None
         if connect_timeout is None:  # libpq takes whole seconds, at least 2
             connect_timeout = max(2, math.ceil(self.deadline))
         if not 0 <= min_size <= max_size or max_size < 1:
@@ -103,6 +107,12 @@ class Connector:
             "keepalives_count": 3,
             "tcp_user_timeout": max(1, round(self.deadline * 1000)),
         }
+        # A value the operator wrote in the URL is theirs: psycopg lets keyword arguments
+        # override the URL, so tether's defaults step aside (an explicit option still wins).
+        for name in _NETWORK_PARAMS:
+            if take_param(self.dsn, name)[1] is not None and not (
+                    name == "connect_timeout" and explicit_connect_timeout):
+                del self._kwargs[name]
         self._opened = False
         #: Called after every new connection: the server behind the URL may be another one
         #: now (a multi-host URL after a failover), so the store's watch looks at once.
