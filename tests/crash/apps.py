@@ -212,12 +212,13 @@ def csleep(seconds: int = 30) -> dict[str, Any]:
 
 
 @app.task(name="crash.die", max_attempts=10, max_stalls=2)
-def die(how: str, always: bool = False) -> dict[str, Any]:
-    """Crash the process running it on attempt 1 (every attempt with ``always``): ``segv``
+def die(how: str, always: bool = False, calm: bool = False) -> dict[str, Any]:
+    """Crash the process running it on attempt 1 (every attempt with ``always``, never with
+    ``calm``, which teaches a process pool that the task is quick): ``segv``
     (a NULL read through ctypes), ``exit`` (``os._exit(3)``) or ``hog`` (allocate until
     ``--max-memory-per-child`` stops it; returns after 600 MiB if nothing does)."""
     _run("start", how=how)
-    if always or tether.current_job().attempt == 1:
+    if not calm and (always or tether.current_job().attempt == 1):
         if how == "segv":
             ctypes.string_at(0)
         elif how == "exit":
