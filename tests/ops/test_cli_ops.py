@@ -189,3 +189,4 @@ def test_hand_backs_are_shown_apart_from_attempts(
     assert (data["attempt"], data["tries"], data["handed_back"]) == (7, 2, 5)
     job = tether.App(store_url).get_job(job_id)
     assert (job.attempt, job.tries, job.handed_back) == (7, 2, 5)
+    assert "after 2 attempt(s) and 5 hand-back(s)" in str(tether.JobFailed(job))
