@@ -74,7 +74,7 @@ def test_a_handlers_subprocess_dies_with_its_attempt(
             worker.kill()
         wait_for(lambda: not running(sub), GONE_WITHIN,
                  f"the handler's subprocess {sub} to die with its attempt ({how})")
-        assert not running(int(first["pid"])), "the child itself is gone"
+        wait_for(lambda: not running(int(first["pid"])), GONE_WITHIN, "the child to be gone")
         written = lines(cluster, job_id)
         wait_for(lambda: not any(running(p) for p in _group(int(first["pid"]))), 5,
                  "nothing left in the child's process group")
