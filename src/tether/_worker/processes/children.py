@@ -31,7 +31,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,6 +60,7 @@ class Child:
     entry: Running | None = None  # the attempt it runs (it said ``start``), at most one
     started_at: float = 0.0  # monotonic time ``entry`` started in the child
     ahead: deque[Running] = field(default_factory=deque)  # sent, not started, in order
+    ahead_tasks: Counter[str] = field(default_factory=Counter)  # their task names, counted
     outbox: list[bytes | Running] = field(default_factory=list)  # queued, not yet written
     ahead_bytes: int = 0  # their run messages' size (bounded: the pipe never fills)
     withdrawn: dict[tuple[int, int], Running] = field(default_factory=dict)  # not acked yet

@@ -201,6 +201,7 @@ class ProcessPool:
                 self.attempts.waiting.popleft()
                 entry.extra["child"] = child.pid
                 child.ahead.append(entry)
+                child.ahead_tasks[entry.ctx.task] += 1
                 child.ahead_bytes += size
                 child.assigned += 1
                 child.state = State.BUSY

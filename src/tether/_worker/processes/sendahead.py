@@ -89,7 +89,7 @@ class Ahead:
         if entry is not None and (now - child.started_at >= PATIENCE
                                   or not self.quick(entry.ctx.task, now)):
             return False
-        return all(self.quick(e.ctx.task, now) for e in child.ahead)
+        return all(self.quick(task, now) for task in child.ahead_tasks)
 
     def soon_free(self, now: float) -> bool:
         """Whether some child will take a job soon: it is starting, idle, holds only jobs not
