@@ -100,8 +100,11 @@ class JobFailed(TetherError):
 
     def _message(self) -> str:
         last = (self.last_error or "").strip().splitlines()
-        return (f"job {self.job.id} ({self.job.task}) failed after {self.job.attempt} "
-                f"attempt(s), reason {self.reason}: {last[0] if last else 'no error recorded'}")
+        back = (f" and {self.job.interruptions} hand-back(s)" if self.job.interruptions
+                else "")
+        return (f"job {self.job.id} ({self.job.task}) failed after {self.job.tries} "
+                f"attempt(s){back}, reason {self.reason}: "
+                f"{last[0] if last else 'no error recorded'}")
 
     def __reduce__(self) -> tuple[type, tuple[Job]]:
         return (type(self), (self.job,))

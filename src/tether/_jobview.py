@@ -29,7 +29,9 @@ class Job:
 
     ``attempt`` counts claims (``(id, attempt, uid)`` is the dedup key of an attempt); ``failures``
     counts handler errors and timeouts, ``stall_count`` lost leases, ``interruptions`` leases
-    handed back on shutdown. ``errors`` holds one ``{"attempt", "error", "reason", "at",
+    handed back (on shutdown, or jobs a process-pool child released without running): those
+    are not attempts, and ``tries`` (``attempt - interruptions``) is the attempt number that
+    counts against ``max_attempts``. ``errors`` holds one ``{"attempt", "error", "reason", "at",
     "owner"}`` record per attempt that did not succeed, oldest first (``at`` a datetime).
     """
 
@@ -63,6 +65,19 @@ class Job:
     #: 128 random bits (32 hex digits) drawn at enqueue, never reused: ``id`` comes from a
     #: counter that a store can hand out again after losing rows (docs/guarantees.md).
     uid: str = ""
+
+    @property
+    def tries(self) -> int:
+        """Attempts that count against ``max_attempts``: claims (``attempt``) less hand-backs
+        (``interruptions``: jobs released without running, or handed back on shutdown), so
+        ``tries`` never exceeds ``max_attempts`` the way ``attempt`` may."""
+        return max(0, self.attempt - self.interruptions)
+
+    @property
+    def handed_back(self) -> int:
+        """The same as :attr:`interruptions`: claims that ended handed back, which are not
+        attempts."""
+        return self.interruptions
 
     @property
     def finished(self) -> bool:

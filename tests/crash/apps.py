@@ -16,6 +16,8 @@ Records, so a test can prove what happened inside a worker it signalled:
   ``child_exited`` of process-pool workers (detail ``child`` pid, ``why``, ``status``);
 * ``spin-<job>-<attempt>.log``: the side effect of the busy-looping tasks, one wall time per
   line every 20 ms, so a test sees whether the handler is still running.
+* ``grandchild-<job>-<attempt>.log``: the side effect of a subprocess a handler started (one
+  line every 50 ms), so a test sees whether it outlived its attempt.
 
 With ``--pool process`` handlers run in child processes: ``pid`` in ``runs`` records is then
 the child's, and the events come from the worker (the parent).
@@ -30,6 +32,7 @@ import ctypes
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -209,12 +212,13 @@ def csleep(seconds: int = 30) -> dict[str, Any]:
 
 
 @app.task(name="crash.die", max_attempts=10, max_stalls=2)
-def die(how: str, always: bool = False) -> dict[str, Any]:
-    """Crash the process running it on attempt 1 (every attempt with ``always``): ``segv``
+def die(how: str, always: bool = False, calm: bool = False) -> dict[str, Any]:
+    """Crash the process running it on attempt 1 (every attempt with ``always``, never with
+    ``calm``, which teaches a process pool that the task is quick): ``segv``
     (a NULL read through ctypes), ``exit`` (``os._exit(3)``) or ``hog`` (allocate until
     ``--max-memory-per-child`` stops it; returns after 600 MiB if nothing does)."""
     _run("start", how=how)
-    if always or tether.current_job().attempt == 1:
+    if not calm and (always or tether.current_job().attempt == 1):
         if how == "segv":
             ctypes.string_at(0)
         elif how == "exit":
@@ -226,6 +230,44 @@ def die(how: str, always: bool = False) -> dict[str, Any]:
                 time.sleep(0.01)
     _run("end")
     return _result()
+
+
+def grandchild_file(job_id: int, attempt: int) -> Path:
+    return _dir() / f"grandchild-{job_id}-{attempt}.log"
+
+
+def _start_grandchild(limit: float, segv: bool = False) -> dict[str, Any]:
+    """Attempt 1 starts a shell loop that appends a line every 50 ms to its side-effect file
+    (a stand-in for ffmpeg, rsync or a payment CLI), records its pid, and waits ``limit``
+    seconds without looking at cancellation and without ever stopping the subprocess, as a
+    careless handler would (``segv``: crashes its process instead); later attempts return at
+    once."""
+    job = tether.current_job()
+    if job.attempt == 1:
+        path = grandchild_file(job.id, job.attempt)
+        loop = f'while true; do echo x >> "{path}"; sleep 0.05; done'
+        proc = subprocess.Popen(["sh", "-c", loop])
+        _run("start", grandchild=proc.pid)
+        wait_for_file = time.monotonic() + 10
+        while not path.exists() and time.monotonic() < wait_for_file:
+            time.sleep(0.01)  # the side effect has begun before the handler goes on
+        if segv:
+            ctypes.string_at(0)
+        time.sleep(limit)
+    else:
+        _run("start")
+    _run("end")
+    return _result()
+
+
+@app.task(name="crash.grandchild", max_attempts=5)
+def grandchild(limit: float = 60.0, segv: bool = False) -> dict[str, Any]:
+    return _start_grandchild(limit, segv)
+
+
+@app.task(name="crash.grandchild_timeout", timeout=1, max_attempts=2, retry=FAST_RETRY)
+def grandchild_timeout(limit: float = 60.0) -> dict[str, Any]:
+    return _start_grandchild(limit)
 
 
 @app.task(name="crash.pid")

@@ -20,14 +20,17 @@ def test_jobs_waiting_in_a_crashed_child_go_back_released_not_stalled(
     make_cluster: MakeCluster, store_url: str, store: Store
 ) -> None:
     # A long lease: what comes back at once did not wait for the reaper. Queued before the
-    # worker starts, the three jobs come in one claim and go to its only child, unless it has
-    # crashed already when one is sent (that one then waits for the replacement).
+    # worker starts, the jobs come in one claim. Jobs go ahead only behind a task known to be
+    # quick, so a calm crash.die runs first; then the crasher and the two jobs behind it go to
+    # the only child, unless it has crashed already when one is sent (that one then waits for
+    # the replacement).
     cluster = make_cluster(store_url, lease_ttl=10.0)
+    [calm] = enqueue(store, "crash.die", "exit", calm=True)
     [crasher] = enqueue(store, "crash.die", "exit")
     waiting = enqueue(store, "crash.work", 0.0, n=2)
     worker = cluster.spawn(1, *POOL)
     cluster.wait_registered(store, worker)
-    wait_for(lambda: all_in(store, [crasher, *waiting], "done"), 30, "every job done")
+    wait_for(lambda: all_in(store, [calm, crasher, *waiting], "done"), 30, "every job done")
 
     gone = exit_of(cluster, crasher, 1)
     assert gone["detail"]["why"] == "crashed"
@@ -71,3 +74,32 @@ def test_a_job_waiting_behind_a_slow_handler_goes_to_an_idle_worker(
     assert (done.attempt, done.stall_count, done.failures, done.interruptions) == (2, 0, 0, 1)
     assert result_of(done)["pid"] == idle.pid
     assert busy.alive()
+
+
+@pytest.mark.crash
+@pytest.mark.timeout(120)
+def test_a_crash_looping_task_does_not_churn_the_jobs_queued_behind_it(
+    make_cluster: MakeCluster, store_url: str, store: Store
+) -> None:
+    # Issue 18 E: a task that segfaults its child every time, 12 quick jobs queued behind it,
+    # one child. Each crash used to hand back every job sent ahead to the child (attempt + 1
+    # each time: `tether jobs` printed ATTEMPT 7/2). Nothing may go ahead behind a task with
+    # no duration history or a recent crash, and hand-backs never count as attempts.
+    cluster = make_cluster(store_url, lease_ttl=10.0)
+    [crasher] = enqueue(store, "crash.die", "segv", always=True, max_attempts=2, max_stalls=2)
+    behind = enqueue(store, "crash.work", 0.0, n=12, max_attempts=2)
+    worker = cluster.spawn(1, *POOL)
+    cluster.wait_registered(store, worker)
+    wait_for(lambda: all_in(store, behind, "done"), 60, "every job behind it done")
+    crashed = wait_for(lambda: all_in(store, [crasher], "failed"), 30, "the crasher failed")[0]
+
+    assert (crashed.stall_count, crashed.failure_reason) == (2, "stalled")
+    churned = {i: (get(store, i).attempt, get(store, i).interruptions) for i in behind}
+    assert max(back for _, back in churned.values()) <= 1, churned
+    assert worker.log_text().count("released without running") <= len(behind)
+    assert "which killed by signal" not in worker.log_text()
+    assert crashed.tries == 2 <= crashed.max_attempts, crashed
+    for job in [crashed, *(get(store, i) for i in behind)]:
+        assert job.attempt == job.tries + job.interruptions, job
+        assert job.tries <= job.max_attempts, job
+    assert worker.alive()

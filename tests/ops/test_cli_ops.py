@@ -151,3 +151,43 @@ def test_every_option_has_help_and_every_command_an_example() -> None:
 def test_python_dash_m_tether() -> None:
     result = run_cli("--version")
     assert result.returncode == 0 and result.stdout.strip() == f"tether {tether.__version__}"
+
+
+def handed_back_job(store_url: str) -> int:
+    """A running job of max_attempts 3 on its 2nd attempt after 5 hand-backs (claim 7)."""
+    store = open_store(store_url)
+    store.migrate()
+    try:
+        (job_id,) = store.enqueue([make_new_job("t.back", [], {}, max_attempts=3)])
+        for _ in range(5):  # released without running, as a crashed pool child's queue is
+            (job,) = store.claim("w", ["default"], 1, 30)
+            store.finish([Outcome(job.lease, "released")])
+        (job,) = store.claim("w", ["default"], 1, 30)
+        store.finish([Outcome(job.lease, "error", reason="error", error="E: x",
+                              retry_delay=0.0)])
+        (job,) = store.claim("w", ["default"], 1, 30)
+        assert (job.attempt, job.interruptions, job.tries) == (7, 5, 2)
+    finally:
+        store.close()
+    return job_id
+
+
+def test_hand_backs_are_shown_apart_from_attempts(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 18 E: `tether jobs` printed ATTEMPT 7/2 for a job a crashing pool child had
+    # handed back again and again; hand-backs are not attempts.
+    job_id = handed_back_job(store_url)
+    code, out, _ = run(capsys, "jobs", "--url", store_url)
+    assert code == 0
+    [row] = [line for line in out.splitlines() if line.startswith(str(job_id))]
+    assert "2/3 (5 handed back)" in row and "7/3" not in row, row
+    code, out, _ = run(capsys, "job", str(job_id), "--url", store_url)
+    line = next(line for line in out.splitlines() if line.startswith("attempt "))
+    assert line.split(None, 1)[1] == "2 of 3, 5 handed back (claim 7)", out
+    code, out, _ = run(capsys, "job", str(job_id), "--url", store_url, "--json")
+    data = json.loads(out)
+    assert (data["attempt"], data["tries"], data["handed_back"]) == (7, 2, 5)
+    job = tether.App(store_url).get_job(job_id)
+    assert (job.attempt, job.tries, job.handed_back) == (7, 2, 5)
+    assert "after 2 attempt(s) and 5 hand-back(s)" in str(tether.JobFailed(job))

@@ -154,3 +154,14 @@ def test_the_overview_says_when_the_store_lost_data(
     with TestClient(create_app(lambda: open_store(store_url))) as c:
         page = html.unescape(c.get("/").text)
     assert "lost tether's data" in page and "2 time(s)" in page, page[:2000]
+
+
+def test_hand_backs_are_shown_apart_from_attempts(store_url: str) -> None:
+    from tests.ops.test_cli_ops import handed_back_job
+
+    job_id = handed_back_job(store_url)
+    with TestClient(create_app(lambda: open_store(store_url))) as c:
+        page = c.get("/jobs").text
+        assert "2/3 (5 handed back)" in page and "7/3" not in page
+        page = c.get(f"/jobs/{job_id}").text
+        assert "2 of 3, 5 handed back (claim 7)" in page and "7 of 3" not in page

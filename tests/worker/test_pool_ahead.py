@@ -3,8 +3,9 @@ a job waiting in a child is withdrawn when it is cancelled, never started, and i
 killed; a timeout counts from the start in the child, not from the claim or the send.
 
 ``sendahead.PATIENCE`` is raised for these tests so that nothing is released for waiting behind a
-slow handler: here the jobs must stay queued in the child (tests/crash/test_pool_ahead.py
-covers the release)."""
+slow handler, and every task counts as quick so that jobs go ahead behind the slow one: here
+the jobs must stay queued in the child (tests/crash/test_pool_ahead.py covers the release, and
+that nothing goes ahead behind a task with no duration history or a recent crash)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ SPEC = "tests.worker.pool_tasks:app"
 @pytest.fixture(autouse=True)
 def patient(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sendahead, "PATIENCE", 30.0)
+    monkeypatch.setattr(sendahead.Ahead, "quick", lambda self, task, now: True)
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tether import _clock as clock
-from tether._cli.render import console, fancy, job_dict, seconds, short, when
+from tether._cli.render import attempt_short, console, fancy, job_dict, seconds, short, when
 from tether.stores._contract import TERMINAL, JobRecord, Producer
 
 
@@ -38,7 +38,7 @@ def follow(store: Producer, job: JobRecord, as_json: bool, interval: float,
                 progress = "" if job.progress is None else f" progress {job.progress}"
                 owner = f" on {job.locked_by}" if job.locked_by else ""
                 print(f"{when(clock.wall())}  job {job.id} {job.status} attempt "
-                      f"{job.attempt}/{job.max_attempts}{owner}{progress}"
+                      f"{attempt_short(job)}{owner}{progress}"
                       + (f"  error: {short(job.last_error, 60)}"
                          if job.status != "done" and job.last_error else ""), flush=True)
         if job.status in TERMINAL:

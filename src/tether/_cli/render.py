@@ -123,7 +123,8 @@ def job_dict(job: JobRecord) -> dict[str, Any]:
         "id": job.id, "uid": job.uid, "task": job.task, "queue": job.queue, "status": job.status,
         "priority": job.priority, "attempt": job.attempt, "max_attempts": job.max_attempts,
         "failures": job.failures, "stall_count": job.stall_count, "max_stalls": job.max_stalls,
-        "interruptions": job.interruptions, "unique_key": job.unique_key,
+        "interruptions": job.interruptions, "tries": job.tries,
+        "handed_back": job.interruptions, "unique_key": job.unique_key,
         "cancel_requested": job.cancel_requested, "locked_by": job.locked_by,
         "args": payload[0], "kwargs": payload[1],
         "meta": payload[2] if len(payload) == 3 else {},
@@ -154,10 +155,26 @@ def jobs_table(jobs: Sequence[JobRecord], out: TextIO | None = None) -> None:
     table(
         ["id", "task", "queue", "status", "attempt", "created", "finished", "took", "error"],
         [[j.id, short(j.task, 32), short(j.queue, 20), j.status,
-          f"{j.attempt}/{j.max_attempts}", when(j.created_at), when(j.finished_at),
+          attempt_short(j), when(j.created_at), when(j.finished_at),
           seconds(duration(j)), short(j.last_error, 40)] for j in jobs],
         out, style_col=3,
     )
+
+
+def attempt_short(job: JobRecord) -> str:
+    """``2/3``, and the hand-backs apart (``2/3 (5 handed back)``): a job released without
+    running (a crashed pool child's queue, a shutdown) made no attempt."""
+    back = f" ({job.interruptions} handed back)" if job.interruptions else ""
+    return f"{job.tries}/{job.max_attempts}{back}"
+
+
+def attempt_long(job: JobRecord) -> str:
+    """``2 of 3, 5 handed back (claim 7)``: the claim number is the attempt in dedup keys and
+    in the error history."""
+    if not job.interruptions:
+        return f"{job.tries} of {job.max_attempts}"
+    return (f"{job.tries} of {job.max_attempts}, {job.interruptions} handed back "
+            f"(claim {job.attempt})")
 
 
 def _value(value: Any) -> str:
@@ -169,10 +186,12 @@ def job_detail(job: JobRecord, out: TextIO | None = None) -> None:
     out = out or sys.stdout
     data = job_dict(job)
     rows: list[tuple[str, str]] = []
-    for key in ("id", "uid", "task", "queue", "status", "failure_reason", "attempt", "max_attempts",
-                "failures", "stall_count", "max_stalls", "interruptions", "priority",
+    for key in ("id", "uid", "task", "queue", "status", "failure_reason", "attempt",
+                "failures", "stall_count", "max_stalls", "priority",
                 "unique_key", "cancel_requested", "locked_by"):
-        if data[key] is not None:
+        if key == "attempt":
+            rows.append((key, attempt_long(job)))
+        elif data[key] is not None:
             rows.append((key, _value(data[key])))
     for key in _TIMES:
         ts = getattr(job, key)

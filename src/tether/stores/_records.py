@@ -112,6 +112,13 @@ class JobRecord:
         return value
 
     @property
+    def tries(self) -> int:
+        """Attempts that count against ``max_attempts``: claims (``attempt``, the fence) less
+        the hand-backs (``interruptions``: released unrun by a process-pool child, or handed
+        back on shutdown). What ``tether jobs`` shows as the attempt."""
+        return max(0, self.attempt - self.interruptions)
+
+    @property
     def result_value(self) -> Any:
         """The handler's return value (None until done)."""
         return None if self.result is None else json.loads(self.result)

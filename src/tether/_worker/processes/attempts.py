@@ -66,6 +66,9 @@ class Attempts:
     def take_back(self, child: Child, entry: Running) -> None:
         """``entry`` is no longer held ahead by ``child`` (lock held)."""
         child.ahead.remove(entry)
+        child.ahead_tasks[entry.ctx.task] -= 1
+        if not child.ahead_tasks[entry.ctx.task]:
+            del child.ahead_tasks[entry.ctx.task]
         child.ahead_bytes -= int(entry.extra.get("bytes", 0))  # type: ignore[call-overload]
         self.sent.pop(entry, None)
         if child.load == 0 and child.state is State.BUSY:

@@ -9,8 +9,11 @@ Invariants:
 * It runs only what its parent sends, one attempt at a time, and never touches the store: the
   parent owns the lease, so checkpoint and progress values go to the parent, which makes the
   fenced store call and replies accepted or rejected (``current_job()`` works unchanged).
-* It never outlives its parent: PR_SET_PDEATHSIG (Linux) kills it with its worker, so a killed
-  worker leaves no handler running unfenced; end of file on its pipe ends it between attempts.
+* It never outlives its parent, nor does anything its handlers started: it leads its own
+  process group, and when its worker dies it SIGKILLs that group, itself included
+  (``groups.watch_parent``: a thread blocked on a pidfd of the parent), so a killed worker
+  leaves no handler or subprocess running unfenced; end of file on its pipe ends it between
+  attempts.
 * Stopping it is the parent's decision, and the parent has already decided that attempt's
   outcome: it sends a ``stop`` message (the reason) and SIGTERM; the SIGTERM handler reads the
   reason, sets ``current_job().cancelled`` / ``stop_reason``, and raises SystemExit in the
@@ -53,7 +56,7 @@ from tether._errors import (
 )
 from tether._worker.outcome import decide, describe
 from tether._worker.poolconfig import CHILD_ENV
-from tether._worker.processes import wire
+from tether._worker.processes import groups, wire
 from tether._worker.processes.children import rss_mib
 from tether.stores._contract import Capabilities, Lease, Leases, Outcome
 
@@ -64,7 +67,7 @@ log = logging.getLogger("tether.child")
 _WHY: dict[str, type[Interrupted]] = {
     "JobCancelled": JobCancelled, "LeaseInterrupted": LeaseInterrupted,
     "ShuttingDown": ShuttingDown}
-PARENT_GONE = 70
+PARENT_GONE = groups.PARENT_GONE
 
 
 class ParentLink:
@@ -103,8 +106,8 @@ class ParentLink:
                     msg = loop.reader.read()
                 finally:
                     loop.reading = False
-                if msg is None:
-                    os._exit(PARENT_GONE)  # the parent is gone mid-attempt: never outlive it
+                if msg is None:  # the parent is gone mid-attempt: never outlive it
+                    groups.end_own_group()
                 reply = msg[0]
                 if reply["op"] == "reply":
                     if reply.get("seq") == seq:
@@ -129,8 +132,9 @@ class ChildLoop:
     """
 
     def __init__(self, runtime: Runtime, reader: wire.Reader, writer: wire.Writer,
-                 limits: wire.Header | None = None) -> None:
+                 limits: wire.Header | None = None, parent: int | None = None) -> None:
         self.runtime = runtime
+        self.parent = os.getppid() if parent is None else parent
         self.reader = reader
         self.writer = writer
         self.link = ParentLink(self)
@@ -215,7 +219,11 @@ class ChildLoop:
     def _on_term(self, signum: int, _frame: FrameType | None) -> NoReturn:
         """The worker stopped this attempt: learn why (the ``stop`` message it sent first is
         in the pipe, unless a thread is reading it right now), mark the attempt, and unwind the
-        handler with SystemExit so its ``finally`` blocks run; the process then exits."""
+        handler with SystemExit so its ``finally`` blocks run; the process then exits.
+        A SIGTERM that finds the worker gone (from someone else: the worker can no longer
+        send one) ends the whole group at once, as nobody is left to."""
+        if groups.orphaned(self.parent):
+            groups.end_own_group()
         self.terminating = True
         if not self.reading:
             try:
@@ -288,24 +296,10 @@ class ChildLoop:
         return self.loop.run_until_complete(coro)
 
 
-def _die_with_parent(parent: int) -> None:
-    """Ask the kernel to SIGKILL us when the parent dies (Linux); exit if it already has."""
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):  # pragma: no cover - exotic libc
-            pass
-    if os.getppid() != parent:
-        os._exit(PARENT_GONE)
-
-
 def main(argv: list[str] | None = None) -> int:
     fd_in, fd_out, parent = (int(x) for x in (argv or sys.argv[1:])[:3])
     os.environ[CHILD_ENV] = str(os.getpid())
-    _die_with_parent(parent)
+    groups.watch_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for fd in (fd_in, fd_out):
         os.set_inheritable(fd, False)  # a handler's own subprocesses must not hold our pipes
@@ -326,9 +320,12 @@ def main(argv: list[str] | None = None) -> int:
         writer.send({"op": "fatal", "error": f"cannot load {init['spec']!r}: {describe(exc)}"})
         return 2
     writer.send({"op": "ready", "pid": os.getpid(), "tasks": sorted(runtime.registry.tasks)})
-    child = ChildLoop(runtime, reader, writer, init.get("limits"))
+    child = ChildLoop(runtime, reader, writer, init.get("limits"), parent)
     try:
-        return child.serve()
+        code = child.serve()
+        if groups.orphaned(parent):  # end of file because the worker died
+            groups.end_own_group()
+        return code
     except SystemExit:
         if not child.terminating:
             raise

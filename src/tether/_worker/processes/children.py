@@ -9,15 +9,18 @@ tether._worker.processes.child``), not ``multiprocessing``, because:
   (an unguarded ``app.run_worker()`` in a script then starts workers recursively) and pickle
   the process object; here only JSON text crosses, on two pipes of our own (``wire``);
 * signals, sessions and file descriptors are ours to set: the child gets its own session (a
-  terminal's Ctrl-C reaches only the worker, which drains), and only its two pipe ends.
+  terminal's Ctrl-C reaches only the worker, which drains), and only its two pipe ends. Its
+  session makes it the leader of its own process group, which the worker signals as a whole
+  (``groups``): what a handler starts ends with the child.
 
 The price is an interpreter start and the app's import per child (about 0.15 s), paid once per
 child: children are started once and reused, and replaced only when one dies, is stopped, or
 is recycled (``max_tasks_per_child``, ``max_memory_per_child``).
 
-Invariants: a child is signalled only until it is reaped (its pid may be another process's
-after that), and what the pool queues for a child reaches it in the order it was queued
-(:meth:`Child.post`), with nothing encoded or written under the pool's lock.
+Invariants: a child's process group is signalled only until the child is reaped (its pid
+may be another process's after that) and is SIGKILLed just before the child is reaped; what
+the pool queues for a child reaches it in the order it was queued (:meth:`Child.post`), with
+nothing encoded or written under the pool's lock.
 """
 
 from __future__ import annotations
@@ -28,11 +31,11 @@ import signal
 import subprocess
 import sys
 import threading
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tether._worker.processes import wire
+from tether._worker.processes import groups, wire
 from tether._worker.registry import Running
 from tether.stores._contract import JobRecord
 
@@ -57,6 +60,7 @@ class Child:
     entry: Running | None = None  # the attempt it runs (it said ``start``), at most one
     started_at: float = 0.0  # monotonic time ``entry`` started in the child
     ahead: deque[Running] = field(default_factory=deque)  # sent, not started, in order
+    ahead_tasks: Counter[str] = field(default_factory=Counter)  # their task names, counted
     outbox: list[bytes | Running] = field(default_factory=list)  # queued, not yet written
     ahead_bytes: int = 0  # their run messages' size (bounded: the pipe never fills)
     withdrawn: dict[tuple[int, int], Running] = field(default_factory=dict)  # not acked yet
@@ -67,6 +71,8 @@ class Child:
     killed: bool = False
     fatal: str | None = None  # why it could not load the app
     gone: threading.Event = field(default_factory=threading.Event, repr=False)  # reaped, ended
+    reaped: bool = False  # its pid (its group's id) is no longer ours to signal
+    _reaping: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def pid(self) -> int:
@@ -83,19 +89,26 @@ class Child:
         return self.state in (State.STARTING, State.IDLE, State.BUSY) and self.stop_why is None
 
     def signal(self, sig: signal.Signals) -> None:
-        """Signal the child unless it has been reaped (its pid may then belong to another)."""
-        try:
-            self.proc.send_signal(sig)
-        except OSError:
-            pass
+        """Signal the child's whole process group (the child and whatever its handlers
+        started) unless the child has been reaped: its pid, the group's id, may then name
+        another process (``groups``)."""
+        with self._reaping:
+            if not self.reaped:
+                groups.kill_group(self.pid, sig)
 
     def reap(self, grace: float) -> int:
-        """Wait for the exit status after end of file; SIGKILL if it lingers past ``grace``."""
-        try:
-            return self.proc.wait(grace)
-        except subprocess.TimeoutExpired:
+        """Wait for the exit status after end of file (SIGKILL if it lingers past ``grace``);
+        then SIGKILL what is left of its group, before reaping it: a handler's subprocesses
+        never outlive the child that ran them."""
+        if not groups.wait_exited(self.pid, grace):
             self.signal(signal.SIGKILL)
-            return self.proc.wait()
+            groups.wait_exited(self.pid, None)
+        with self._reaping:
+            if not self.reaped:
+                groups.kill_group(self.pid, signal.SIGKILL)
+            returncode = self.proc.wait()
+            self.reaped = True
+        return returncode
 
     def rss_mib(self) -> float | None:
         return rss_mib(self.pid)

@@ -205,6 +205,7 @@ class ChildMessages:
             entry, child.entry = child.entry, None
             if entry is not None:
                 self.attempts.sent.pop(entry, None)
+                self._learn_from_death(child, entry)
             queued = list(child.ahead)
             for waiting in queued:
                 self.attempts.take_back(child, waiting)
@@ -217,9 +218,9 @@ class ChildMessages:
         elif before is State.RETIRING or closing:
             log.debug("child %d %s", child.pid, status)
         elif before is not State.STARTING:
-            log.warning("child %d %s while idle; replacing it", child.pid, status)
+            log.warning("child %d died while idle (%s); replacing it", child.pid, status)
         for waiting in queued:  # sent to it, never started: they did not run
-            log.warning("job %s attempt %s was waiting in child %d, which %s; released "
+            log.warning("job %s attempt %s was waiting in child %d, which died (%s); released "
                         "without running", waiting.ctx.id, waiting.ctx.attempt, child.pid,
                         status)
             waiting.extra["why"] = f"not started: its child {child.pid} {status}"
@@ -233,6 +234,17 @@ class ChildMessages:
             log.critical("process pool: %s", fatal)
             self._on_fatal(ConfigError(fatal))
         self._dispatch()
+
+    def _learn_from_death(self, child: Child, entry: Running) -> None:
+        """The attempt ``entry`` ended with its child (lock held). A handler that crashed its
+        child reported no duration and would still look quick: it is marked crashed, so
+        nothing is queued behind its task for a while (``sendahead``). One the worker stopped
+        (timeout, cancel, lost lease) ran at least until then: that is its duration."""
+        now = clock.monotonic()
+        if entry.ctx.stop_reason is not None and child.stop_why is not None:
+            self.ahead.learn(entry.ctx.task, max(0.0, now - child.started_at))
+        else:
+            self.ahead.crash(entry.ctx.task, now)
 
     def _end_attempt(self, child: Child, entry: Running, status: str, closing: bool) -> None:
         ctx = entry.ctx

@@ -201,12 +201,13 @@ class ProcessPool:
                 self.attempts.waiting.popleft()
                 entry.extra["child"] = child.pid
                 child.ahead.append(entry)
+                child.ahead_tasks[entry.ctx.task] += 1
                 child.ahead_bytes += size
                 child.assigned += 1
                 child.state = State.BUSY
                 self.attempts.sent[entry] = child
                 child.outbox.append(entry)  # encoded by post, with the rest of the batch
-                chooser.took(child)
+                chooser.took(child, entry.ctx.task)
                 touched[child] = touched.get(child, 0) + 1
         for child, n in touched.items():
             if not child.post(self._cond):
@@ -266,7 +267,8 @@ class ProcessPool:
                 why = (f"queued behind job {child.entry.ctx.id}, running for "
                        f"{now - child.started_at:.1f}s in child {child.pid}")
                 released += [(e, child, why) for e in self.attempts.withdraw_all(child)]
-            if self.attempts.waiting and self.ahead.pick(now, 0) is None:
+            if (self.attempts.waiting and self.ahead.pick(now, 0) is None
+                    and not self.ahead.soon_free(now)):
                 for entry in list(self.attempts.waiting):
                     waited = now - float(entry.extra.get("queued_at", now))  # type: ignore[arg-type]
                     if waited >= sendahead.PATIENCE:

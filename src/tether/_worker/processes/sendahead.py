@@ -7,12 +7,17 @@ ahead must never make a job wait long:
 
 * a child holds no more than it should start within ``WITHIN`` (the moving average of handler
   time across the pool, so at most ``AHEAD`` no-op jobs, one or two 20 ms ones);
-* a job goes ahead only behind a task whose handlers have been quick (``AHEAD_FOR``, a moving
-  average per task) and only while the running one has run less than ``PATIENCE``; an idle
-  child is always preferred, then the least loaded;
+* a job goes ahead only behind jobs of tasks known to be quick: whose handlers have run
+  (a task with no duration yet is not known to be quick), quickly (``AHEAD_FOR``, a moving
+  average per task), and have not crashed their child within ``CRASH_MEMORY`` (a crash ends
+  every job queued behind it: a crash-looping task used to hand back the same dozen jobs at
+  each crash). It goes ahead only while the running one has run less than ``PATIENCE``; an
+  idle child is always preferred, then the least loaded;
 * a job still queued behind a handler that has run ``PATIENCE`` goes back to the store
   (released: it never ran), where an idle worker, or this one, takes it at once; so does a job
-  that waited ``PATIENCE`` in the worker with no child able to take it;
+  waiting in the worker while no child can take it and every child's handler has run
+  ``PATIENCE`` (a child starting, idle, or just started on a job will take it soon: handing
+  it back then would only churn it through the store);
 * the worker claims ahead only for children that may hold jobs ahead (``capacity``), so it does
   not claim jobs only to hand them back;
 * what is queued in one child's pipe stays under ``AHEAD_BYTES``, below the pipe's buffer, so a
@@ -39,6 +44,8 @@ AHEAD_BYTES = 48 * 1024
 AHEAD_FOR = 0.05
 #: Jobs queued behind a handler running longer than this go back to the store.
 PATIENCE = 0.5
+#: Seconds a task whose attempt crashed its child is not queued behind.
+CRASH_MEMORY = 60.0
 _WEIGHT = 0.2  # of the newest duration in the moving average
 
 
@@ -49,6 +56,7 @@ class Ahead:
         self.fleet = fleet
         self.max_tasks = max_tasks
         self.took: dict[str, float] = {}  # task name -> moving average of handler seconds
+        self.crashed: dict[str, float] = {}  # task name -> monotonic time of its last crash
         self.mean = 0.0  # moving average of handler seconds, every task
 
     def learn(self, task: str, seconds: float) -> None:
@@ -56,16 +64,44 @@ class Ahead:
         self.took[task] = seconds if old is None else (1 - _WEIGHT) * old + _WEIGHT * seconds
         self.mean = (1 - _WEIGHT) * self.mean + _WEIGHT * seconds
 
+    def crash(self, task: str, now: float) -> None:
+        """An attempt of ``task`` ended with its child's death: nothing goes ahead behind that
+        task for ``CRASH_MEMORY`` (it reported no duration, and would still look quick)."""
+        self.crashed[task] = now
+
+    def quick(self, task: str, now: float) -> bool:
+        """Whether a job may wait behind one of ``task``: its handlers have been quick and
+        have not crashed their child lately."""
+        took = self.took.get(task)
+        if took is None or took >= AHEAD_FOR:
+            return False
+        crashed = self.crashed.get(task)
+        return crashed is None or now - crashed >= CRASH_MEMORY
+
     def depth(self) -> int:
         """Jobs a child may hold ahead now."""
         return max(1, min(AHEAD, int(WITHIN / max(self.mean, WITHIN / AHEAD))))
 
     def may_queue_behind(self, child: Child, now: float) -> bool:
-        """Whether a job sent to ``child`` now would start soon."""
-        if child.entry is None:
-            return True
-        return (self.took.get(child.entry.ctx.task, 0.0) < AHEAD_FOR
-                and now - child.started_at < PATIENCE)
+        """Whether a job sent to ``child`` now would start soon: every job it holds is of a
+        quick task, and the running one has not run ``PATIENCE``."""
+        entry = child.entry
+        if entry is not None and (now - child.started_at >= PATIENCE
+                                  or not self.quick(entry.ctx.task, now)):
+            return False
+        return all(self.quick(task, now) for task in child.ahead_tasks)
+
+    def soon_free(self, now: float) -> bool:
+        """Whether some child will take a job soon: it is starting, idle, holds only jobs not
+        started yet, or runs a handler that has not run ``PATIENCE``."""
+        for child in self.fleet.children:
+            if child.stop_why is not None or child.state is State.RETIRING:
+                continue
+            if child.state in (State.STARTING, State.IDLE) or child.entry is None:
+                return True
+            if now - child.started_at < PATIENCE:
+                return True
+        return False
 
     def stuck(self, child: Child, now: float) -> bool:
         """Jobs wait in ``child`` behind a handler that has run PATIENCE."""
@@ -115,6 +151,8 @@ class Chooser:
     def __init__(self, ahead: Ahead, now: float) -> None:
         self.depth = ahead.depth()
         self.max_tasks = ahead.max_tasks
+        self._ahead = ahead
+        self._now = now
         self._index: dict[Child, int] = {}
         self._heap: list[tuple[int, int, Child]] = []  # (load, position in the fleet, child)
         for i, child in enumerate(ahead.fleet.children):
@@ -145,7 +183,9 @@ class Chooser:
             heapq.heappush(self._heap, item)
         return chosen
 
-    def took(self, child: Child) -> None:
-        """``child`` got a job: it competes again with its new load, if it may hold more."""
-        if child.load <= self.depth and self._may_take(child):
+    def took(self, child: Child, task: str) -> None:
+        """``child`` got a job of ``task``: it competes again with its new load, if it may
+        hold more (nothing goes behind a task not known to be quick)."""
+        if (child.load <= self.depth and self._may_take(child)
+                and self._ahead.quick(task, self._now)):
             heapq.heappush(self._heap, (child.load, self._index[child], child))
