@@ -79,7 +79,7 @@ def take_pooler(dsn: str, url: str) -> tuple[str, Pooler]:
     dsn, mode = take_param(dsn, "pooler")
     dsn, direct = take_param(dsn, "direct")
     given = mode is not None
-    mode = (mode or "session").strip().lower()
+    mode = "session" if mode is None else mode.strip().lower()
     if mode not in MODES:
         raise ConfigError(f"unknown pooler {mode!r} in {redact(url)!r}: use pooler=session "
                           "(the default; also no pooler) or pooler=transaction (PgBouncer's "
