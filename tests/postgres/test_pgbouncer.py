@@ -232,3 +232,56 @@ def test_no_option_logs_nothing_new(
 def test_bad_pooler_options_are_config_errors(pg_url: str, query: str, why: str) -> None:
     with pytest.raises(ConfigError, match=why):
         PostgresStore(pg_url + query)
+
+
+@pytest.mark.parametrize("wakeups", ["polling", "direct"])
+def test_the_async_producer_behind_a_transaction_pooler(
+    pg_url: str, tx_bouncer: Bouncer, opened: list[PostgresStore], wakeups: str
+) -> None:
+    """Its own connections prepare nothing either; its wait_for_finish polls or listens."""
+    import asyncio
+
+    clone_for_url(pg_url)
+    url = tx_bouncer.url(pg_url) + "&pooler=transaction" + (DIRECT if wakeups == "direct" else "")
+    store, worker = _open(opened, url), _open(opened, url)
+
+    async def run() -> tuple[bool, float]:
+        producer = store.async_producer()
+        try:
+            ids = []
+            for _ in range(5):  # more than prepare_threshold executions of each statement
+                ids += await producer.enqueue([NewJob("t", queue="aq")])
+                assert (await producer.get_job(ids[-1])) is not None
+            waiting = asyncio.ensure_future(producer.wait_for_finish([ids[0]], WAKE_WAIT))
+            jobs = await asyncio.to_thread(worker.claim, "w", ["aq"], 5, 30.0)
+            sent = time.monotonic()
+            await asyncio.to_thread(
+                worker.finish, [Outcome(lease=j.lease, kind="done", result="1") for j in jobs])
+            finished = await waiting
+            return finished, time.monotonic() - sent
+        finally:
+            await producer.aclose()
+
+    finished, took = asyncio.run(run())
+    assert finished is True
+    assert took < WAKE_WAIT / 2
+
+
+def test_without_the_option_the_error_names_the_pooler(
+    pg_url: str, opened: list[PostgresStore]
+) -> None:
+    """Tether does not detect a transaction pooler, but the collision it causes says what
+    to do. One server connection behind the pooler: the second store's first prepared
+    statement is named like the first store's."""
+    clone_for_url(pg_url)
+    with pgbouncer("transaction", pool_size=1) as bouncer:
+        first, second = _open(opened, bouncer.url(pg_url)), _open(opened, bouncer.url(pg_url))
+        for _ in range(3):
+            first.now()
+        with pytest.raises(StoreError) as caught:
+            for _ in range(3):
+                second.get_job(1)
+        assert 'prepared statement "_pg3_0" already exists' in str(caught.value)
+        assert "add pooler=transaction to the store URL" in str(caught.value)
+        for store in (first, second):
+            store.close()
