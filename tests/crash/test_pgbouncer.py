@@ -2,7 +2,8 @@
 (issue 18, A): 300 jobs, 3 workers, a producer on ``get_job`` / ``wait_for_finish``; every job
 done exactly once, nothing dead-lettered, no error in any log.
 
-Before ``pooler=transaction`` existed the same run (without the option) failed with random
+The same run behind session pooling (``pooler=session``) too. Before ``pooler=transaction``
+existed the same run (without the option) failed with random
 ``StoreError: prepared statement "_pg3_0" already exists`` in every loop; with it, the URL
 was refused by libpq ("invalid URI query parameter"). Both wake-up paths run: polling (no
 ``direct=``) and LISTEN on a direct session connection to the server.
@@ -45,11 +46,15 @@ def _produce(store: Store, out: dict[str, Any]) -> None:
 
 
 @pytest.mark.crash
-@pytest.mark.parametrize("wakeups", ["polling", "direct"])
-def test_300_jobs_through_a_transaction_pooler(pg_url: str, make_cluster: MakeCluster,
-                                               wakeups: str) -> None:
-    with pgbouncer("transaction", pool_size=4) as bouncer:
-        url = bouncer.url(pg_url) + "&pooler=transaction"
+@pytest.mark.parametrize("wakeups", ["polling", "direct", "session"])
+def test_300_jobs_through_pgbouncer(pg_url: str, make_cluster: MakeCluster,
+                                    wakeups: str) -> None:
+    """``polling``/``direct``: transaction pooling, 4 server connections for the 3 workers'
+    ~20 and the producer's. ``session``: session pooling, sized for every connection (a
+    client finding none free is queued until one is released)."""
+    mode = "session" if wakeups == "session" else "transaction"
+    with pgbouncer(mode, pool_size=4 if mode == "transaction" else 40) as bouncer:
+        url = bouncer.url(pg_url) + f"&pooler={mode}"
         if wakeups == "direct":
             url += "&direct=127.0.0.1:5432"
         store = open_store(url)
@@ -85,6 +90,6 @@ def test_300_jobs_through_a_transaction_pooler(pg_url: str, make_cluster: MakeCl
                 assert bad == [], f"{worker}: {bad}"
                 assert worker.proc.returncode == 0, text
                 # the mode is said once per process (one store per worker thread)
-                assert text.count("PostgreSQL pooler=transaction") == 1, text
+                assert text.count(f"PostgreSQL pooler={mode}") == 1, text
         finally:
             store.close()
