@@ -32,9 +32,6 @@ from tether.stores._postgres.listen import Listener
 from tether.stores._postgres.plumbing import RACE_RETRIES, Row, race
 from tether.stores._postgres.watchdog import awatch
 
-#: While the listener is not ready (not listening to the done channel with the done key held),
-#: a waiter reads its jobs this often instead of trusting notifications.
-NOT_READY_POLL = 1.0
 #: Connections per event loop, and how long a call waits for a free one.
 ASYNC_POOL_SIZE = 4
 #: Longest an async waiter waits for the listener's first connection attempt (its connect
@@ -140,10 +137,10 @@ class PostgresAsyncProducer:
         try:
             if await self._finished_any(ids):
                 return True
-            if not self._listener.done_ready():
+            if self._listener.listens and not self._listener.done_ready():
                 await self._rows("notify", {"channel": self._channel, "queues": [""]})
             while not self._listener.done_ready():  # as in the sync wait_for_finish
-                step = min(NOT_READY_POLL, deadline - clock.monotonic())
+                step = min(self._listener.poll_every, deadline - clock.monotonic())
                 if step <= 0:
                     return False
                 ready = await until_ready(self._listener.done_ready, step)
@@ -178,4 +175,4 @@ class PostgresAsyncProducer:
             pool.drop()
 
 
-__all__ = ["NOT_READY_POLL", "PostgresAsyncProducer"]
+__all__ = ["PostgresAsyncProducer"]

@@ -30,6 +30,7 @@ from tether._errors import ConfigError, StoreUnavailable
 from tether.stores._deadline import take_deadline
 from tether.stores._postgres.driver_errors import mapped, one_line
 from tether.stores._postgres.pool import Conn, ConnectionPool
+from tether.stores._postgres.pooler import announce, take_pooler
 from tether.stores._postgres.url import split_url
 from tether.stores._postgres.watchdog import WATCHDOG
 from tether.stores._urls import hint, leaks, redact, scrub, take_param
@@ -77,6 +78,10 @@ class Connector:
         explicit_connect_timeout = connect_timeout is not None
         if connect_timeout is None:  # libpq takes whole seconds, at least 2
             connect_timeout = max(2, math.ceil(self.deadline))
+        # Behind a transaction pooler nothing may outlive a transaction (pooler.py).
+        self.dsn, self.pooler = take_pooler(self.dsn, url)
+        if self.pooler.transaction:
+            prepare_threshold = None
         if not 0 <= min_size <= max_size or max_size < 1:
             raise ConfigError(f"need 0 <= min_size <= max_size >= 1, got {min_size}/{max_size}")
         # A name the operator gave (option or ``?application_name=`` in the URL) is what
@@ -124,11 +129,14 @@ class Connector:
         self._opened = True
         for _ in range(min_size - 1):
             self.pool.add(self.connect())
+        announce(self.pooler, url)
 
-    def connect(self, **overrides: Any) -> Conn:
-        """A fresh connection (the pool's, or the listener's own)."""
+    def connect(self, *, listener: bool = False, **overrides: Any) -> Conn:
+        """A fresh connection (the pool's, or the listener's own: straight to the server
+        behind a transaction pooler when the URL gives ``direct=``)."""
+        dsn = self.pooler.direct if listener and self.pooler.direct else self.dsn
         try:
-            conn = psycopg.connect(self.dsn, **{**self._kwargs, **overrides})
+            conn = psycopg.connect(dsn, **{**self._kwargs, **overrides})
         except psycopg.Error as exc:
             error = connect_error(self.url, exc, first=not self._opened)
             if leaks(str(exc), self.url):

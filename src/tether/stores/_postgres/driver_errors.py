@@ -30,6 +30,11 @@ _TRANSIENT_STATES = frozenset({"25006", "57014", "55P03"})
 # code (42P01 undefined table, 3F000 no such schema, 42703 undefined column, 42883 undefined
 # function: a migration adds each of them).
 _SCHEMA_STATES = frozenset({"42P01", "3F000", "42703", "42883"})
+# psycopg's own prepared statement (``_pg3_N``) already exists / does not exist: another
+# client's, on a server connection a transaction pooler lent us (issue 18, A).
+_PREPARED_STATES = frozenset({"42P05", "26000"})
+_POOLER_HINT = (" (behind a transaction pooler such as PgBouncer in pool_mode = transaction? "
+                "add pooler=transaction to the store URL: see docs/deploying.md#pgbouncer)")
 
 
 def one_line(exc: BaseException) -> str:
@@ -53,6 +58,8 @@ def translate(exc: BaseException) -> StoreError:
             f"tether tables are missing or out of date ({one_line(exc)}): run `tether migrate`"
         )
     tag = f" [SQLSTATE {state}]" if state else ""
+    if state in _PREPARED_STATES and '"_pg3_' in str(exc):
+        tag += _POOLER_HINT
     if is_transient(exc):
         return StoreUnavailable(f"PostgreSQL unavailable: {one_line(exc)}{tag}")
     return StoreError(f"PostgreSQL error: {one_line(exc)}{tag}")

@@ -92,7 +92,15 @@ class FinishWaiter:
 
 class Listener:
     """Thread-safe: any number of waiters. Notifications for queues nobody waits on right
-    now are kept for the next waiter instead of being dropped."""
+    now are kept for the next waiter instead of being dropped. Behind a transaction pooler
+    its connection goes straight to the server (``direct=``, see :mod:`pooler`)."""
+
+    #: While not :meth:`done_ready` (not listening to the done channel with the done key
+    #: held), how often ``wait_for_finish`` reads its jobs' status instead of trusting
+    #: notifications.
+    poll_every = 1.0
+    #: A waiter's poke on the jobs channel can make this listener ready sooner.
+    listens = True
 
     def __init__(self, connector: Connector) -> None:
         self._connector = connector
@@ -343,7 +351,7 @@ class Listener:
     def _open(self) -> Conn | None:
         """A new listening connection, or None while the server cannot be reached."""
         try:
-            conn = self._connector.connect(connect_timeout=_CONNECT_TIMEOUT)
+            conn = self._connector.connect(listener=True, connect_timeout=_CONNECT_TIMEOUT)
         except StoreError as exc:  # StoreUnavailable, or ConfigError-like trouble: retry
             log.debug("listening connection: %s", exc)
             return None

@@ -70,12 +70,13 @@ class Plumbing:
         a broken connection fails it as the caller's statement would have."""
         q = self.queries
         try:
-            probe = {"id": self._watch.probe_id()}
+            probed = self._watch.probe()  # judged against this, not later claims
+            probe = {"id": probed[1][0]}
             seen = Sighting(conn.execute(q["observe"], probe).fetchone())
             if not seen.has_identity:  # a schema cloned without its rows
                 conn.execute(q["identity_ensure"])
                 seen = Sighting(conn.execute(q["observe"], probe).fetchone())
-            lost, moved = self._watch.judge(seen)
+            lost, moved = self._watch.judge(seen, probed)
             if lost and seen.epoch == self._watch.epoch:  # we are the first to see it
                 row = conn.execute(q["count_data_loss"], {"epoch": seen.epoch}).fetchone()
                 if row is None:  # another process counted it first: take its epoch

@@ -24,7 +24,7 @@ from tether import _limits as limits
 from tether._errors import JobNotFound
 from tether.stores._contract import CancelResult, JobRecord, NewJob
 from tether.stores._per_loop import ProducerCache
-from tether.stores._postgres.aio import NOT_READY_POLL, PostgresAsyncProducer
+from tether.stores._postgres.aio import PostgresAsyncProducer
 from tether.stores._postgres.connection import Conn
 from tether.stores._postgres.enqueue_call import enqueue_call, ids_of
 from tether.stores._postgres.listen import Listener
@@ -73,12 +73,13 @@ class PostgresProducer(ProducerCache, Plumbing):
         try:
             if self._finished_any(ids):
                 return True
-            if not self._listener.done_ready():
+            if self._listener.listens and not self._listener.done_ready():
                 self._one("notify", {"channel": self.channel, "queues": [""]})  # the poke
             # Until the listener is ready a finish may skip its NOTIFY: read again each second
-            # (degraded: a listener that cannot get the done key, or is reconnecting).
+            # (degraded: a listener that cannot get the done key, or is reconnecting), or
+            # every 0.1 s behind a transaction pooler without a direct connection (poll.py).
             while not self._listener.done_ready():
-                step = min(NOT_READY_POLL, deadline - clock.monotonic())
+                step = min(self._listener.poll_every, deadline - clock.monotonic())
                 if step <= 0:
                     return False
                 ready = self._listener.wait_done_ready(step)

@@ -33,6 +33,7 @@ from tether.stores._postgres.admin import PostgresAdmin
 from tether.stores._postgres.lease import PostgresLeases
 from tether.stores._postgres.listen import Listener
 from tether.stores._postgres.maintenance import REQUEST_TTL, PostgresMaintenance
+from tether.stores._postgres.poll import PollingListener
 from tether.stores._postgres.producer import PostgresProducer
 from tether.stores._postgres.schedules import PostgresSchedules
 from tether.stores._postgres.schema import PostgresSchema
@@ -45,13 +46,17 @@ class PostgresStore(PostgresSchema, PostgresProducer, PostgresLeases, PostgresMa
                     PostgresSchedules, PostgresAdmin):
     """``postgresql://user@host:5432/db?schema=tether``. Thread-safe (a small pool).
 
+    URL options of tether's own: ``schema``, ``pooler=session|transaction`` and
+    ``direct=host[:port][/dbname]`` (behind PgBouncer: ``pooler.py``, docs/deploying.md).
+
     Options: ``min_size``/``max_size`` (pool, default 1/4), ``timeout`` (seconds to wait for a
     free pooled connection, at most the deadline), ``deadline`` (seconds a call waits for a
     server that does not answer, default 5, also ``?deadline=`` in the URL: see
     :mod:`tether.stores._deadline`), ``connect_timeout`` (default: the deadline rounded up,
-    at least 2), ``prepare_threshold`` (executions before
-    psycopg prepares a statement server-side), ``application_name``, ``vacuum_threshold``
-    (dead row versions in the jobs table before ``housekeeping`` vacuums it).
+    at least 2), ``prepare_threshold`` (executions before psycopg prepares a statement
+    server-side; always off with ``pooler=transaction``), ``application_name``,
+    ``vacuum_threshold`` (dead row versions in the jobs table before ``housekeeping`` vacuums
+    it).
     """
 
     kind = "postgres"
@@ -60,7 +65,9 @@ class PostgresStore(PostgresSchema, PostgresProducer, PostgresLeases, PostgresMa
     def __init__(self, url: str, *, vacuum_threshold: int = 10_000, **options: Any) -> None:
         super().__init__(url, **options)
         self.vacuum_threshold = vacuum_threshold
-        self._listener = Listener(self._connector)
+        # Behind a transaction pooler without direct=, nothing can LISTEN: poll (poll.py).
+        self._listener = (PollingListener(self._connector) if self._connector.pooler.polls
+                          else Listener(self._connector))
         self._closed = False
 
     # -- what every role shares (migrate, check_schema, info: PostgresSchema) -----------------

@@ -113,14 +113,20 @@ class FailoverWatch:
                 self.newest_claimed = id_uid
             self.newest_id = max(self.newest_id, id_uid[0])
 
-    def probe_id(self) -> int:
+    def probe(self) -> tuple[int, tuple[int, str]]:
+        """What this store knows before a look: (newest id seen, newest claimed (id, uid)).
+        The look is judged against this snapshot, never against what other threads of the
+        store claimed or enqueued while its round trip was under way (that read as "another
+        job under its id" or "the sequence went back": a false data loss)."""
         with self._lock:
-            return self.newest_claimed[0]
+            return self.newest_id, self.newest_claimed
 
-    def judge(self, seen: Sighting) -> tuple[bool, bool]:
-        """(lost, failed over) by this process's own evidence, before anything is updated."""
+    def judge(self, seen: Sighting,
+              probed: tuple[int, tuple[int, str]]) -> tuple[bool, bool]:
+        """(lost, failed over) by this process's own evidence, before anything is updated;
+        ``probed``: :meth:`probe`, taken before the look."""
+        newest, (claimed_id, claimed_uid) = probed
         with self._lock:
-            newest, (claimed_id, claimed_uid) = self.newest_id, self.newest_claimed
             known_epoch, known_timeline = self.epoch, self.timeline
         moved = (known_timeline is not None and seen.timeline is not None
                  and seen.timeline != known_timeline)
