@@ -192,10 +192,15 @@ def spin(first: float, later: float = 0.0) -> dict[str, Any]:
 
 
 @app.task(name="crash.spin_once", max_attempts=5)
-def spin_once(limit: float = 30.0) -> dict[str, Any]:
-    """Busy-loops up to ``limit`` seconds on attempt 1 (no timeout); later attempts return."""
+def spin_once(limit: float = 30.0, announce: bool = False) -> dict[str, Any]:
+    """Busy-loops up to ``limit`` seconds on attempt 1 (no timeout); later attempts return.
+    With ``announce``, attempt 1 first sets its progress: in a process pool the worker writes
+    it only once it has read the child's ``start`` (its pipe is read in order), so a progress
+    in the store shows from outside that the worker knows the child runs the job."""
     _run("start")
     if tether.current_job().attempt == 1:
+        if announce:
+            tether.current_job().set_progress("spinning")
         _busy(limit)
     _run("end")
     return _result()

@@ -193,9 +193,14 @@ def test_paused_worker_kills_its_zombie_child_when_it_resumes(
 ) -> None:
     zombie = cluster.spawn(2, *POOL)
     cluster.wait_registered(store, zombie)
-    [job_id] = enqueue(store, "crash.spin_once", 60.0)
+    [job_id] = enqueue(store, "crash.spin_once", 60.0, announce=True)
     first = started(cluster, job_id, 1)
     wait_for(lambda: spin_times(cluster, job_id, 1), 10, "the side effect to start")
+    # The child's start and the worker's reading of it are two moments: paused in between,
+    # the worker would wake to a lost lease for a job it thinks only sent ahead, withdraw it,
+    # and kill the child when the start arrives, a path this test is not about. The progress
+    # the worker wrote for the child shows it has read the start first.
+    wait_for(lambda: get(store, job_id).progress, 10, "the worker to know the child started it")
     zombie.pause(store)  # the worker freezes; its child spins on, unaware
 
     live = cluster.spawn(2, *POOL)
