@@ -22,7 +22,14 @@ from dataclasses import replace
 
 from tether import _clock as clock
 from tether._limits import check_json_text
-from tether.stores._contract import HeartbeatResult, JobRecord, Lease, Outcome, WorkerInfo
+from tether.stores._contract import (
+    FlowLimit,
+    HeartbeatResult,
+    JobRecord,
+    Lease,
+    Outcome,
+    WorkerInfo,
+)
 from tether.stores._memory.rules import apply_outcome, replayed
 from tether.stores._memory.state import REQUEST_TTL, Shared, checked_request_id
 
@@ -50,10 +57,13 @@ class MemoryLeases:
     def claim(
         self, owner: str, queues: Sequence[str], limit: int, lease_ttl: float, *,
         now: float | None = None, request_id: str | None = None,
+        flow: Sequence[FlowLimit] = (),
     ) -> list[JobRecord]:
         """Claim in one step; every claimed row's token is ``nonce:id``. The nonce is the
         ``request_id`` when given (a repeat returns the jobs still running under it and
         claims nothing more), else 128 fresh random bits."""
+        if flow:  # issue 19: in progress on this branch
+            raise NotImplementedError("flow limits")
         request_id = checked_request_id(request_id)
         if limit <= 0 or not queues:
             return []

@@ -30,7 +30,14 @@ from typing import Any
 from tether import _limits as limits
 from tether._errors import ConfigError
 from tether._text import clean_error
-from tether.stores._contract import HeartbeatResult, JobRecord, Lease, Outcome, WorkerInfo
+from tether.stores._contract import (
+    FlowLimit,
+    HeartbeatResult,
+    JobRecord,
+    Lease,
+    Outcome,
+    WorkerInfo,
+)
 from tether.stores._postgres.connection import Conn
 from tether.stores._postgres.listen import Listener
 from tether.stores._postgres.plumbing import Plumbing
@@ -55,7 +62,10 @@ class PostgresLeases(Plumbing):
         *,
         now: float | None = None,
         request_id: str | None = None,
+        flow: Sequence[FlowLimit] = (),
     ) -> list[JobRecord]:
+        if flow:  # issue 19: in progress on this branch
+            raise NotImplementedError("flow limits")
         if limit <= 0 or not queues:
             return []
         nonce = secrets.token_hex(16) if request_id is None else request_id

@@ -18,7 +18,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether import _limits as limits
-from tether.stores._contract import HeartbeatResult, JobRecord, Lease, Outcome, WorkerInfo
+from tether.stores._contract import (
+    FlowLimit,
+    HeartbeatResult,
+    JobRecord,
+    Lease,
+    Outcome,
+    WorkerInfo,
+)
 from tether.stores._redis import rows as codec
 from tether.stores._redis.connection import io
 from tether.stores._redis.waker import Waker
@@ -55,7 +62,10 @@ class RedisLeases:
         *,
         now: float | None = None,
         request_id: str | None = None,
+        flow: Sequence[FlowLimit] = (),
     ) -> list[JobRecord]:
+        if flow:  # issue 19: in progress on this branch
+            raise NotImplementedError("flow limits")
         wanted = list(dict.fromkeys(queues))
         if limit <= 0 or not wanted:
             return []

@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from tether import _clock as clock
 from tether._limits import check_json_text
-from tether.stores._contract import HeartbeatResult, JobRecord, Lease, Outcome, WorkerInfo
+from tether.stores._contract import (
+    FlowLimit,
+    HeartbeatResult,
+    JobRecord,
+    Lease,
+    Outcome,
+    WorkerInfo,
+)
 from tether.stores._sqlite.connection import Connections, guarded
 from tether.stores._sqlite.rows import FinishPlan, Q, checked_request_id, job_from_row, store_now
 
@@ -56,10 +63,13 @@ class SQLiteLeases:
         *,
         now: float | None = None,
         request_id: str | None = None,
+        flow: Sequence[FlowLimit] = (),
     ) -> list[JobRecord]:
         """Claim in one write; every claimed row's token is ``nonce:id``. The nonce is the
         ``request_id`` when given (a repeat of the call returns the jobs still running under
         it and claims nothing more), else 128 fresh random bits."""
+        if flow:  # issue 19: in progress on this branch
+            raise NotImplementedError("flow limits")
         request_id = checked_request_id(request_id)
         if limit <= 0 or not queues:
             return []
