@@ -43,7 +43,7 @@ _JOB_FIELDS = ("id", "task", "queue", "status", "priority", "run_at", "attempt",
                "lease_until", "created_at", "started_at", "finished_at", "failure_reason",
                "unique_key", "cancel_requested", "lease_token", "uid")
 _ID, _ATTEMPT = _JOB_FIELDS.index("id"), _JOB_FIELDS.index("attempt")
-OUTCOME_KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
+OUTCOME_KINDS = frozenset({"done", "error", "dead", "cancelled", "released", "snoozed"})
 
 
 class ProtocolError(Exception):
