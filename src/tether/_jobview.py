@@ -32,7 +32,8 @@ class Job:
     handed back (on shutdown, or jobs a process-pool child released without running), and
     ``snoozes`` the times its handler put it back for later (``tether.Snooze``): those are not
     attempts, and ``tries`` (``attempt - interruptions - snoozes``) is the attempt number.
-    ``errors`` holds one ``{"attempt", "error", "reason", "at", "owner"}`` record per attempt that did not succeed, oldest first (``at`` a datetime).
+    ``errors`` holds one ``{"attempt", "error", "reason", "at", "owner"}`` record per attempt
+    that did not succeed or snoozed, oldest first (``at`` a datetime).
     """
 
     id: int
