@@ -16,6 +16,7 @@ from tether import _limits as limits
 from tether._backoff import Backoff
 from tether._codec import DEFAULT_CODEC, Codec, to_text
 from tether._errors import ConfigError
+from tether._flow import key_of
 from tether.stores._contract import FlowLimit, NewJob
 
 #: The keyword arguments ``Task.enqueue`` takes as enqueue options, not task arguments.
@@ -80,7 +81,7 @@ def make_new_job(
     max_attempts: int = 5,
     max_stalls: int = 3,
     codec: Codec = DEFAULT_CODEC,
-    limit_key: str | None = None,
+    limit_key: str | int | None = None,
 ) -> NewJob:
     """Validate one job's enqueue options; every refusal names the option and its limit."""
     if delay is not None and run_at is not None:
@@ -98,6 +99,7 @@ def make_new_job(
     if unique_key is not None:
         limits.check_text(unique_key, "unique_key", limit=limits.MAX_UNIQUE_KEY)
     if limit_key is not None:
+        limit_key = key_of(limit_key, task, "limit_key")
         limits.check_text(limit_key, "limit_key", limit=limits.MAX_UNIQUE_KEY, allow_empty=True)
     limits.check_text(queue, "queue", limit=limits.MAX_NAME)
     limits.check_text(task, "task name", limit=limits.MAX_NAME)
