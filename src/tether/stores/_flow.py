@@ -66,6 +66,20 @@ class FlowBook:
                 return False
         return True
 
+    def shut(self, task: str, queue: str) -> bool:
+        """Whether a limit on all of (task, queue) (not per key) is full: no job of the pair
+        can be taken this claim, whatever its key, so a store need not look at their keys."""
+        for i, limit in self.applying(task, queue):
+            if limit.per_key:
+                continue
+            g = (i, limit.group(None))
+            used = self.taken[g]
+            if limit.concurrency is not None and self.running[g] + used >= limit.concurrency:
+                return True
+            if limit.rate is not None and self.started.get(g, 0) + used >= limit.rate:
+                return True
+        return False
+
     def take(self, task: str, queue: str, key: str | None) -> bool:
         """Take one job of this cell if it is eligible (and count it); False otherwise."""
         if not self.eligible(task, queue, key):
@@ -113,4 +127,4 @@ def ranked(
     return out
 
 
-__all__ = ["Cell", "FlowBook", "group_range", "longest_window", "rate_groups", "ranked"]
+__all__ = ["Cell", "FlowBook", "group_range", "longest_window", "ranked", "rate_groups"]

@@ -36,8 +36,8 @@ from tether.stores._flow import (
     FlowBook,
     group_range,
     longest_window,
-    rate_groups,
     ranked,
+    rate_groups,
 )
 from tether.stores._memory.rules import apply_outcome, replayed
 from tether.stores._memory.state import REQUEST_TTL, Shared, checked_request_id
