@@ -66,6 +66,18 @@ class FlowBook:
                 return False
         return True
 
+    def queue_shut(self, queue: str) -> bool:
+        """Whether a limit on the whole queue is full: nothing of it can be taken."""
+        for i, limit in enumerate(self.flow):
+            if limit.scope == "queue" and limit.name == queue:
+                g = (i, limit.group(None))
+                used = self.taken[g]
+                if limit.concurrency is not None and self.running[g] + used >= limit.concurrency:
+                    return True
+                if limit.rate is not None and self.started.get(g, 0) + used >= limit.rate:
+                    return True
+        return False
+
     def shut(self, task: str, queue: str) -> bool:
         """Whether a limit on all of (task, queue) (not per key) is full: no job of the pair
         can be taken this claim, whatever its key, so a store need not look at their keys."""

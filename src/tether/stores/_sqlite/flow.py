@@ -3,11 +3,15 @@ the claim's write transaction (``BEGIN IMMEDIATE`` serialises every claimer, so 
 claims never take a group's last slot).
 
 How it stays cheap with a long backlog behind a key at its limit: the partial index
-``jobs_flow`` (queue, task, limit_key, priority, run_at, id) on pending rows is walked as a
-loose index scan, one seek per (queue, task, limit_key) group, and only the groups with room
-have their first ``limit`` due jobs read. A claim costs O(groups + groups with room x limit)
-index steps, never the length of a blocked key's backlog. The choice itself (eligibility,
-rotation rank, start groups) is :mod:`tether.stores._flow`'s, shared with the memory store.
+``jobs_flow`` (queue, task, limit_key, priority, run_at, id) on pending *keyed* rows is walked
+as a loose index scan, one seek per (queue, task, limit_key) group, and only the groups with
+room have their first ``limit`` due jobs read: O(groups + groups with room x limit) index
+steps, never the length of a blocked key's backlog. Jobs without a key are not in that index
+(so an application without keys pays nothing for it on enqueue and plain claims); they are
+read from ``jobs_claim`` in claim order, at most :data:`HORIZON` due jobs per queue, skipping
+the tasks whose unkeyed jobs cannot be taken (the bound the contract lets a store document).
+The choice itself (eligibility, rotation rank, start groups) is :mod:`tether.stores._flow`'s,
+shared with the memory store.
 """
 
 from __future__ import annotations
@@ -22,21 +26,25 @@ from tether.stores._flow import Cell, FlowBook, group_range, longest_window, ran
 from tether.stores._records import FlowLimit
 
 F = queries.load("tether.stores._sqlite", "flow.sql")
+#: How many due jobs of a queue a limited claim looks at for jobs without a limit_key (read
+#: in claim order from jobs_claim; keyed jobs are found through jobs_flow, unbounded). The
+#: contract's floor for a store that bounds how far it looks.
+HORIZON = 5_000
 
 
-def _groups(cur: sqlite3.Cursor, queue: str, book: FlowBook) -> Iterator[Cell]:
-    """Every (task, queue, limit_key) with pending jobs in ``queue`` whose pair is not shut
-    by a whole-task or whole-queue limit: the loose index scan of jobs_flow."""
-    row = cur.execute(F["flow_first_task"], {"queue": queue}).fetchone()
+def _keyed_groups(cur: sqlite3.Cursor, queue: str, book: FlowBook) -> Iterator[Cell]:
+    """Every (task, queue, limit_key) with keyed pending jobs in ``queue`` whose task is not
+    shut by a limit on the whole task: the loose index scan of jobs_flow."""
+    row = cur.execute(F["flow_first_group"], {"queue": queue}).fetchone()
     while row is not None:
         task: str = row[0]
         if not book.shut(task, queue):
-            yield task, queue, None
-            args = {"queue": queue, "task": task}
-            key = cur.execute(F["flow_first_key"], args).fetchone()
+            key: str | None = row[1]
             while key is not None:
-                yield task, queue, key[0]
-                key = cur.execute(F["flow_next_key"], {**args, "after": key[0]}).fetchone()
+                yield task, queue, key
+                found = cur.execute(F["flow_next_key"],
+                                    {"queue": queue, "task": task, "after": key}).fetchone()
+                key = None if found is None else found[0]
         row = cur.execute(F["flow_next_task"], {"queue": queue, "after": task}).fetchone()
 
 
@@ -62,13 +70,22 @@ def flow_claim(
     heads: list[tuple[int, float, int, str, str | None]] = []
     cells: dict[int, Cell] = {}
     for queue in queues:
-        for task, q, key in list(_groups(cur, queue, book)):
+        if book.queue_shut(queue):
+            continue
+        for task, q, key in list(_keyed_groups(cur, queue, book)):
             if not book.eligible(task, q, key):
                 continue
             args = {"queue": q, "task": task, "key": key, "now": now, "limit": limit}
             for job_id, priority, run_at in cur.execute(F["flow_heads"], args):
                 heads.append((priority, run_at, job_id, task, key))
                 cells[job_id] = (task, q, key)
+        shut = sorted({limit_.name for limit_ in flow if limit_.scope == "task"
+                       and not book.eligible(limit_.name, queue, None)})
+        args = {"queue": queue, "now": now, "limit": limit, "horizon": HORIZON,
+                "shut": json.dumps(shut)}
+        for job_id, priority, run_at, task in cur.execute(F["flow_unkeyed"], args):
+            heads.append((priority, run_at, job_id, task, None))
+            cells[job_id] = (task, queue, None)
     rank = ranked(heads)
     heads.sort(key=lambda h: (h[0], rank[h[2]], h[1], h[2]))
     chosen: list[int] = []

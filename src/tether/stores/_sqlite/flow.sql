@@ -18,40 +18,53 @@ SELECT grp, count(*) FROM flow_starts
 WHERE grp >= :lo AND grp < :hi AND at > :since AND at <= :now
 GROUP BY grp
 
--- name: flow_first_task
--- The loose index scan over jobs_flow, step 1: the first task with pending jobs in the queue
--- (every text is >= ''). One seek.
-SELECT task FROM jobs INDEXED BY jobs_flow
-WHERE status = 'pending' AND queue = :queue AND task >= ''
-ORDER BY task LIMIT 1
+-- name: flow_unkeyed
+-- The jobs without a key: they are not in jobs_flow (see schema_v6.sql), so they are read from
+-- jobs_claim in claim order, looking at most :horizon due jobs of the queue (the bound the
+-- contract lets a store document; keyed jobs in the way count towards it). Tasks whose unkeyed
+-- jobs cannot be taken in this claim (:shut, a JSON array) are left out, and at most :limit
+-- jobs per task come back (jobs of one task are alike for every limit, so more could never be
+-- taken).
+SELECT id, priority, run_at, task FROM (
+    SELECT id, priority, run_at, task,
+           row_number() OVER (PARTITION BY task ORDER BY priority, run_at, id) AS n
+    FROM (
+        SELECT id, priority, run_at, task, limit_key FROM jobs INDEXED BY jobs_claim
+        WHERE queue = :queue AND status = 'pending' AND run_at <= :now
+        ORDER BY priority, run_at, id
+        LIMIT :horizon
+    )
+    WHERE limit_key IS NULL AND task NOT IN (SELECT value FROM json_each(:shut))
+)
+WHERE n <= :limit
 
--- name: flow_next_task
--- The next task after :after: one seek past every job of the task before it.
-SELECT task FROM jobs INDEXED BY jobs_flow
-WHERE status = 'pending' AND queue = :queue AND task > :after
-ORDER BY task LIMIT 1
-
--- name: flow_first_key
--- Step 2, within a task: the first non-NULL limit_key ('' is a key; NULLs sort first and are
--- read as a group of their own by flow_heads). One seek.
-SELECT limit_key FROM jobs INDEXED BY jobs_flow
-WHERE status = 'pending' AND queue = :queue AND task = :task AND limit_key >= ''
-ORDER BY limit_key LIMIT 1
+-- name: flow_first_group
+-- The loose index scan over jobs_flow, step 1: the first (task, limit_key) with keyed pending
+-- jobs in the queue (every text is >= ''). One seek.
+SELECT task, limit_key FROM jobs INDEXED BY jobs_flow
+WHERE status = 'pending' AND limit_key IS NOT NULL AND queue = :queue AND task >= ''
+ORDER BY task, limit_key LIMIT 1
 
 -- name: flow_next_key
--- The next key after :after: one seek past the whole backlog of the key before it, however
--- long it is.
+-- The next key of the task after :after: one seek past the whole backlog of the key before
+-- it, however long it is.
 SELECT limit_key FROM jobs INDEXED BY jobs_flow
-WHERE status = 'pending' AND queue = :queue AND task = :task AND limit_key > :after
+WHERE status = 'pending' AND limit_key IS NOT NULL AND queue = :queue AND task = :task
+  AND limit_key > :after
 ORDER BY limit_key LIMIT 1
 
+-- name: flow_next_task
+-- The first keyed group of the next task after :after (one seek past all its jobs).
+SELECT task, limit_key FROM jobs INDEXED BY jobs_flow
+WHERE status = 'pending' AND limit_key IS NOT NULL AND queue = :queue AND task > :after
+ORDER BY task, limit_key LIMIT 1
+
 -- name: flow_heads
--- The first :limit due jobs of one (queue, task, limit_key) group in (priority, run_at, id)
--- order: only groups with room are read, so a key at its limit costs nothing here. IS matches
--- the NULL group too and is still an index equality for SQLite.
+-- The first :limit due jobs of one keyed (queue, task, limit_key) group in (priority, run_at,
+-- id) order: only groups with room are read, so a key at its limit costs nothing here.
 SELECT id, priority, run_at FROM jobs INDEXED BY jobs_flow
-WHERE status = 'pending' AND queue = :queue AND task = :task AND limit_key IS :key
-  AND run_at <= :now
+WHERE status = 'pending' AND limit_key IS NOT NULL AND queue = :queue AND task = :task
+  AND limit_key = :key AND run_at <= :now
 ORDER BY priority, run_at, id
 LIMIT :limit
 

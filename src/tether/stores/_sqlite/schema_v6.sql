@@ -12,12 +12,14 @@ ALTER TABLE jobs ADD COLUMN limit_key TEXT
 ALTER TABLE jobs ADD COLUMN snoozes INTEGER NOT NULL DEFAULT 0
 
 -- name: create_jobs_flow_index
--- A claim with flow limits finds each (queue, task, limit_key) group of the backlog with one
+-- A claim with flow limits finds each (queue, task, limit_key) group of keyed jobs with one
 -- seek per group (a loose index scan) and reads only the heads of the groups that have room:
 -- a key at its limit with thousands of jobs behind it costs a seek, not a scan of them.
--- Partial on pending, like jobs_claim, so finished history never slows a claim.
+-- Partial on pending keyed rows: jobs without a key (every job of an application that uses
+-- no limit_key) are not in it, so enqueueing and claiming them (moving them out of pending)
+-- costs what it did before version 6 (a full index here doubled a plain claim's time).
 CREATE INDEX IF NOT EXISTS jobs_flow ON jobs (queue, task, limit_key, priority, run_at, id)
-    WHERE status = 'pending'
+    WHERE status = 'pending' AND limit_key IS NOT NULL
 
 -- name: create_flow_starts
 -- The starts (claims) of rate-limited flow groups: one row per claimed job and group, at the
