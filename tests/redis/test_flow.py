@@ -4,6 +4,7 @@ and the limited claim at the memory limit and after a script flush."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from pathlib import Path
@@ -117,3 +118,20 @@ def test_a_limited_claim_at_the_memory_limit_and_after_a_script_flush(tmp_path: 
         finally:
             raw.close()
             store.close()
+
+
+def test_every_enqueue_path_stores_the_limit_key(rstore: RedisStore) -> None:
+    """The async producer and a schedule tick go through the same enqueue fields."""
+
+    async def produce() -> list[int]:
+        producer = rstore.async_producer()
+        try:
+            return await producer.enqueue([NewJob("t", limit_key=""), NewJob("t")])
+        finally:
+            await producer.aclose()
+
+    empty, none = asyncio.run(produce())
+    ticked = rstore.schedule_tick("s", 1.0, NewJob("t", limit_key="k"))
+    assert ticked is not None
+    got = {j: rstore.get_job(j).limit_key for j in (empty, none, ticked)}  # type: ignore[union-attr]
+    assert got == {empty: "", none: None, ticked: "k"}
