@@ -155,3 +155,25 @@ def test_dashboard_shows_limits_and_a_jobs_key_and_snoozes(
         assert "429 from the API" in page
     with TestClient(create_app(lambda: open_store(url))) as c:
         assert 'id="limits"' not in c.get("/").text  # the app is not known
+
+
+def test_enqueue_sets_the_limit_key_by_name_or_from_the_app(
+    flow_app: tuple[str, Store], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A producer without the task's code must give the key itself (docs/flow-control.md);
+    with --app it is read from the call, as the task's own enqueue reads it."""
+    spec, store = flow_app
+    url = store.info().url
+    code, out, err = run(capsys, "enqueue", "flow.per_customer", "--url", url, "--args",
+                         '["acme"]', "--limit-key", "acme")
+    assert code == 0, err
+    job = store.get_job(int(out))
+    assert job is not None and job.limit_key == "acme"
+    code, out, _ = run(capsys, "enqueue", "flow.per_customer", "--app", spec, "--args",
+                       '{"customer": 7}')
+    job = store.get_job(int(out))
+    assert code == 0 and job is not None and job.limit_key == "7"
+    code, out, _ = run(capsys, "enqueue", "flow.per_customer", "--app", spec, "--args",
+                       '["acme"]', "--limit-key", "acme:eu")
+    job = store.get_job(int(out))
+    assert code == 0 and job is not None and job.limit_key == "acme:eu"

@@ -267,13 +267,14 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
                 raise ConfigError(f"the app has no task named {args.task!r} (known: {known})")
             job = task.new_job(call_args, call_kwargs, delay=args.delay,
                                priority=args.priority, unique_key=args.unique_key,
-                               queue=args.queue)
+                               queue=args.queue, limit_key=args.limit_key)
             if args.max_attempts is not None:
                 job = _replace(job, max_attempts=args.max_attempts)
         else:
             job = make_new_job(args.task, call_args, call_kwargs, queue=args.queue or "default",
                                priority=args.priority or 0, delay=args.delay,
-                               unique_key=args.unique_key, max_attempts=args.max_attempts or 5)
+                               unique_key=args.unique_key, max_attempts=args.max_attempts or 5,
+                               limit_key=args.limit_key)
         limits.check_job(job)
     except (ValueError, TypeError) as exc:
         if isinstance(exc, ConfigError):
