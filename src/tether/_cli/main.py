@@ -156,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="while a live job has this key, return its id instead")
     p.add_argument("--max-attempts", type=c.positive_int, default=None,
                    help="attempts before dead-lettering (default: the task's, else 5)")
+    p.add_argument("--limit-key", default=None,
+                   help="the key its flow limits count it under (default: with --app, read "
+                   "from the task's limit_key argument; else none)")
 
     p = add("jobs", inspect.cmd_jobs, "list jobs, newest first, with filters",
             "tether jobs --status failed --queue mail --since 2h")
