@@ -32,6 +32,7 @@ def _plan(store: SQLiteStore, name: str) -> str:
         ("flow_next_task", "jobs_flow (queue=? AND task>?)"),
         ("flow_next_key", "jobs_flow (queue=? AND task=? AND limit_key>?)"),
         ("flow_heads", "jobs_flow (queue=? AND task=? AND limit_key=?)"),
+        ("flow_group_heads", "jobs_flow (queue=? AND task=? AND limit_key>?)"),
         ("flow_unkeyed", "jobs_claim (queue=?)"),
         ("flow_drop_starts", "flow_starts_group (grp=? AND at<?)"),
     ],
@@ -79,3 +80,50 @@ def test_jobs_without_a_key_stay_out_of_the_flow_index(sqlite_store: SQLiteStore
     assert conn.execute(count).fetchone()[0] == 1
     assert sqlite_store.claim("w", ["default"], 10, 60.0, flow=[FlowLimit("task", T)])
     assert conn.execute(count).fetchone()[0] == 0
+
+
+def test_limited_claims_match_the_memory_store(sqlite_store: SQLiteStore) -> None:
+    """The SQLite claim chooses two ways (every group's first job in one statement when that
+    provably is the claim, else the per-group walk); both must give exactly the memory store's
+    choice, which follows the rules literally. Random jobs, keys, priorities and limits, the
+    same claims on both stores, finishing some jobs between claims."""
+    import random
+
+    from tether.stores import open_store
+
+    rng = random.Random(19)
+    memory = open_store("memory://")
+    memory.migrate()
+    t0 = sqlite_store.now()
+    tasks = ["a", "b", "c"]
+    jobs = [NewJob(rng.choice(tasks), queue=rng.choice(["q1", "q2"]),
+                   priority=rng.choice([0, 0, 0, 1, -1]),
+                   limit_key=rng.choice([None, "k1", "k2", "k3", "k4", "", "k5"]),
+                   run_at=t0 - rng.random() * 10)
+            for _ in range(400)]
+    assert sqlite_store.enqueue(jobs, now=t0) == memory.enqueue(jobs, now=t0)
+    flows = [
+        [FlowLimit("task", "a", concurrency=2, per_key=True)],
+        [FlowLimit("task", "a", concurrency=3, per_key=True),
+         FlowLimit("task", "b", concurrency=4), FlowLimit("queue", "q2", concurrency=9)],
+        [FlowLimit("task", "c", rate=5, per=60.0, per_key=True),
+         FlowLimit("task", "a", per_key=True)],
+    ]
+    held: list[int] = []
+    for step in range(60):
+        flow = rng.choice(flows)
+        limit = rng.choice([1, 2, 3, 5, 8, 20])
+        now = t0 + step
+        queues = rng.choice([["q1"], ["q2"], ["q1", "q2"]])
+        got = sqlite_store.claim("w", queues, limit, 3600.0, now=now, flow=flow)
+        want = memory.claim("w", queues, limit, 3600.0, now=now, flow=flow)
+        assert sorted(j.id for j in got) == sorted(j.id for j in want), (step, flow, limit)
+        held += [j.id for j in want]
+        rng.shuffle(held)
+        for job_id in held[:rng.randint(0, len(held))]:
+            for store in (sqlite_store, memory):
+                job = store.get_job(job_id)
+                assert job is not None
+                assert store.finish([Outcome(job.lease, "done", result="1")], now=now) == []
+            held.remove(job_id)
+    memory.close()

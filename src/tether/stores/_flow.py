@@ -11,7 +11,7 @@ every limit holds across the jobs of one claim.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 from tether.stores._records import FlowLimit
 
@@ -123,19 +123,19 @@ def group_range(limit: FlowLimit) -> tuple[str, str]:
 
 
 def ranked(
-    jobs: Iterable[tuple[int, float, int, str, str | None]],
+    jobs: Iterable[tuple[int, float, int, Hashable, str | None]],
 ) -> dict[int, int]:
-    """Rank of each job (priority, run_at, id, task, limit_key): 1 without a key, else its
-    1-based position among the given jobs of its (task, limit_key) in (priority, run_at,
-    id) order."""
-    seen: Counter[tuple[str, str]] = Counter()
+    """Rank of each job (priority, run_at, id, where, limit_key): 1 without a key, else its
+    1-based position among the given jobs of its (where, limit_key) in (priority, run_at, id)
+    order. ``where`` is the job's (queue, task): keys rotate within a queue."""
+    seen: Counter[tuple[Hashable, str]] = Counter()
     out: dict[int, int] = {}
-    for _, _, job_id, task, key in sorted(jobs):
+    for _, _, job_id, where, key in sorted(jobs, key=lambda j: (j[0], j[1], j[2])):
         if key is None:
             out[job_id] = 1
         else:
-            seen[(task, key)] += 1
-            out[job_id] = seen[(task, key)]
+            seen[(where, key)] += 1
+            out[job_id] = seen[(where, key)]
     return out
 
 

@@ -161,9 +161,10 @@ class Leases(Basics, Protocol):
         behind it (no head-of-line blocking; a store that bounds how far it looks documents
         the bound, at least 5,000 due jobs per queue). Eligible jobs are taken in order
         (priority, rank, run_at, id), where rank is 1 for a job without a ``limit_key`` and,
-        for one with a key, its 1-based position among the due pending jobs of its (task,
-        limit_key) in (priority, run_at, id) order: every key's first job before any key's
-        second, so a key with a backlog of thousands never starves a key with a few.
+        for one with a key, its 1-based position among the due pending jobs of its (queue,
+        task, limit_key) in (priority, run_at, id) order: every key's first job before any
+        key's second (keys rotate within a queue), so a key with a backlog of thousands never
+        starves a key with a few.
         Two limited claims never both take a group's last slot (they are serialized where
         the store needs it: one lock, held for the claim's write only).
         """

@@ -71,7 +71,7 @@ def _flow_choice(
                 started[(i, group)] = sum(1 for at in log if t - limit_.per < at <= t)
     book = FlowBook(flow, running, started)
     jobs = [db.jobs[job_id] for _, _, job_id in candidates]
-    rank = ranked((j.priority, j.run_at, j.id, j.task, j.limit_key) for j in jobs)
+    rank = ranked((j.priority, j.run_at, j.id, (j.queue, j.task), j.limit_key) for j in jobs)
     jobs.sort(key=lambda j: (j.priority, rank[j.id], j.run_at, j.id))
     chosen: list[int] = []
     for job in jobs:

@@ -48,6 +48,64 @@ def _keyed_groups(cur: sqlite3.Cursor, queue: str, book: FlowBook) -> Iterator[C
         row = cur.execute(F["flow_next_task"], {"queue": queue, "after": task}).fetchone()
 
 
+Head = tuple[int, float, int, str, "str | None"]  # (priority, run_at, id, task, limit_key)
+
+
+def _unkeyed(cur: sqlite3.Cursor, flow: Sequence[FlowLimit], book: FlowBook, queue: str,
+             now: float, limit: int, heads: list[Head], cells: dict[int, Cell]) -> None:
+    """Add the queue's due jobs without a key that could be taken (see flow_unkeyed)."""
+    shut = sorted({limit_.name for limit_ in flow if limit_.scope == "task"
+                   and not book.eligible(limit_.name, queue, None)})
+    args = {"queue": queue, "now": now, "limit": limit, "horizon": HORIZON,
+            "shut": json.dumps(shut)}
+    for job_id, priority, run_at, task in cur.execute(F["flow_unkeyed"], args):
+        heads.append((priority, run_at, job_id, task, None))
+        cells[job_id] = (task, queue, None)
+
+
+def _choose(book: FlowBook, heads: list[Head], cells: dict[int, Cell], limit: int,
+            rank: dict[int, int] | None) -> tuple[list[int], list[str], float | None]:
+    """Take eligible jobs in (priority, rank, run_at, id) order up to ``limit``; returns the
+    ids, their start groups, and the priority of the last job looked at when the claim
+    filled up (None when the candidates ran out first)."""
+    order = sorted(heads, key=lambda h: (h[0], 1 if rank is None else rank[h[2]], h[1], h[2]))
+    chosen: list[int] = []
+    starts: list[str] = []
+    for priority, _, job_id, _, _ in order:
+        if book.take(*cells[job_id]):
+            chosen.append(job_id)
+            starts.extend(book.starts(*cells[job_id]))
+            if len(chosen) == limit:
+                return chosen, starts, priority
+    return chosen, starts, None
+
+
+def _first_jobs(cur: sqlite3.Cursor, flow: Sequence[FlowLimit], book: FlowBook,
+                queues: Sequence[str], now: float, limit: int) \
+        -> tuple[list[int], list[str]] | None:
+    """The claim from every keyed group's first due job (one statement per queue), when that
+    is provably the claim the rules give; None when later jobs of some group might belong in
+    it (the claim did not fill up, or a group's first job is more urgent than where it filled
+    up: its second could come before the last ones taken)."""
+    heads: list[Head] = []
+    cells: dict[int, Cell] = {}
+    keyed: list[float] = []
+    for queue in queues:
+        if book.queue_shut(queue):
+            continue
+        for job_id, task, key, priority, run_at in cur.execute(
+                F["flow_group_heads"], {"queue": queue, "now": now}):
+            if book.eligible(task, queue, key):
+                heads.append((priority, run_at, job_id, task, key))
+                cells[job_id] = (task, queue, key)
+                keyed.append(priority)
+        _unkeyed(cur, flow, book, queue, now, limit, heads, cells)
+    chosen, starts, cut = _choose(book, heads, cells, limit, None)
+    if cut is None or (keyed and min(keyed) < cut):
+        return None
+    return chosen, starts
+
+
 def flow_claim(
     conn: sqlite3.Connection,
     flow: Sequence[FlowLimit],
@@ -55,7 +113,12 @@ def flow_claim(
     params: dict[str, Any],
 ) -> list[Any]:
     """Choose, grant and record one limited claim; returns the granted rows. ``params``: the
-    plain claim's (owner, limit, lease_ttl, nonce, now), ``now`` already the store's time."""
+    plain claim's (owner, limit, lease_ttl, nonce, now), ``now`` already the store's time.
+
+    Two ways to choose, one result. First from every keyed group's first due job (one
+    statement per queue; with keys of equal priority and more room than the claim asks, the
+    common case, that is the claim); else the per-group walk, which reads each group with
+    room up to ``limit`` jobs (the rotation needs their ranks)."""
     now: float = params["now"]
     limit: int = params["limit"]
     cur = conn.cursor()
@@ -66,36 +129,26 @@ def flow_claim(
         for grp, n in cur.execute(F["flow_started"], {"lo": lo, "hi": hi, "now": now,
                                                       "since": now - rate.per}):
             started[(i, grp)] = int(n)
-    book = FlowBook(flow, running, started)
-    heads: list[tuple[int, float, int, str, str | None]] = []
-    cells: dict[int, Cell] = {}
-    for queue in queues:
-        if book.queue_shut(queue):
-            continue
-        for task, q, key in list(_keyed_groups(cur, queue, book)):
-            if not book.eligible(task, q, key):
+    quick = _first_jobs(cur, flow, FlowBook(flow, running, started), queues, now, limit)
+    if quick is not None:
+        chosen, starts = quick
+    else:
+        book = FlowBook(flow, running, started)
+        heads: list[Head] = []
+        cells: dict[int, Cell] = {}
+        for queue in queues:
+            if book.queue_shut(queue):
                 continue
-            args = {"queue": q, "task": task, "key": key, "now": now, "limit": limit}
-            for job_id, priority, run_at in cur.execute(F["flow_heads"], args):
-                heads.append((priority, run_at, job_id, task, key))
-                cells[job_id] = (task, q, key)
-        shut = sorted({limit_.name for limit_ in flow if limit_.scope == "task"
-                       and not book.eligible(limit_.name, queue, None)})
-        args = {"queue": queue, "now": now, "limit": limit, "horizon": HORIZON,
-                "shut": json.dumps(shut)}
-        for job_id, priority, run_at, task in cur.execute(F["flow_unkeyed"], args):
-            heads.append((priority, run_at, job_id, task, None))
-            cells[job_id] = (task, queue, None)
-    rank = ranked(heads)
-    heads.sort(key=lambda h: (h[0], rank[h[2]], h[1], h[2]))
-    chosen: list[int] = []
-    starts: list[str] = []
-    for _, _, job_id, _, _ in heads:
-        if len(chosen) == limit:
-            break
-        if book.take(*cells[job_id]):
-            chosen.append(job_id)
-            starts.extend(book.starts(*cells[job_id]))
+            for task, q, key in list(_keyed_groups(cur, queue, book)):
+                if not book.eligible(task, q, key):
+                    continue
+                args = {"queue": q, "task": task, "key": key, "now": now, "limit": limit}
+                for job_id, priority, run_at in cur.execute(F["flow_heads"], args):
+                    heads.append((priority, run_at, job_id, task, key))
+                    cells[job_id] = (task, q, key)
+            _unkeyed(cur, flow, book, queue, now, limit, heads, cells)
+        rank = ranked((h[0], h[1], h[2], cells[h[2]][:2], h[4]) for h in heads)
+        chosen, starts, _ = _choose(book, heads, cells, limit, rank)
     if not chosen:
         return []
     rows = cur.execute(F["flow_claim"], {**params, "ids": json.dumps(chosen)}).fetchall()

@@ -94,3 +94,32 @@ INSERT INTO flow_starts (grp, at) SELECT value, :now FROM json_each(:groups)
 -- A group's starts older than its longest window can never count again: dropped by the claim
 -- that records a new one, so the log stays as small as the windows (a seek and a short range).
 DELETE FROM flow_starts WHERE grp = :grp AND at <= :horizon
+
+-- name: flow_group_heads
+-- Every keyed (task, limit_key) group of the queue with its first due job, in ONE statement: a
+-- loose index scan of jobs_flow done by SQLite itself (a recursive CTE, one seek per group:
+-- the first due entry after the previous group is the next group's head, since the index
+-- orders each group's jobs by (priority, run_at, id)). Each step seeks the next key of the
+-- same task, else the first group of the next task (two range seeks: SQLite does not use
+-- the index for a row-value range here, which scanned the task's whole backlog per step).
+-- What a claim needs when every group's first job fills it; flow.py walks the groups one by
+-- one otherwise.
+WITH RECURSIVE head(id) AS (
+    SELECT (SELECT id FROM jobs INDEXED BY jobs_flow
+            WHERE status = 'pending' AND limit_key IS NOT NULL AND queue = :queue
+              AND task >= '' AND run_at <= :now
+            ORDER BY task, limit_key, priority, run_at, id LIMIT 1)
+    UNION ALL
+    SELECT coalesce(
+        (SELECT n.id FROM jobs AS n INDEXED BY jobs_flow
+         WHERE n.status = 'pending' AND n.limit_key IS NOT NULL AND n.queue = :queue
+           AND n.task = j.task AND n.limit_key > j.limit_key AND n.run_at <= :now
+         ORDER BY n.limit_key, n.priority, n.run_at, n.id LIMIT 1),
+        (SELECT n.id FROM jobs AS n INDEXED BY jobs_flow
+         WHERE n.status = 'pending' AND n.limit_key IS NOT NULL AND n.queue = :queue
+           AND n.task > j.task AND n.run_at <= :now
+         ORDER BY n.task, n.limit_key, n.priority, n.run_at, n.id LIMIT 1))
+    FROM head JOIN jobs AS j ON j.id = head.id
+)
+SELECT j.id, j.task, j.limit_key, j.priority, j.run_at
+FROM head JOIN jobs AS j ON j.id = head.id
