@@ -13,7 +13,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,17 +23,12 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.ports import free_port
 from tests.processes import children
 
 BIN = Path("/usr/lib/postgresql/15/bin")
 USER = "postgres"
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _as_postgres() -> dict[str, Any]:
