@@ -81,4 +81,21 @@ class IncidentWatch:
             self.log.error(text, self.where)
 
 
-__all__ = ["CHECK_INTERVAL", "IncidentWatch", "first_report"]
+class Watched:
+    """A store with an incident watch (``_watch``): how often it looks, settable per store
+    (tests look on every call)."""
+
+    _watch: IncidentWatch
+
+    @property
+    def check_interval(self) -> float:
+        """Seconds between looks for a server incident (a failover, a restart, data lost) on
+        the store's hot calls (its watch module says which)."""
+        return self._watch.interval
+
+    @check_interval.setter
+    def check_interval(self, seconds: float) -> None:
+        self._watch.interval = seconds
+
+
+__all__ = ["CHECK_INTERVAL", "IncidentWatch", "Watched", "first_report"]
