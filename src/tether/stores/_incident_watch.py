@@ -2,14 +2,13 @@
 of, whatever the server: PostgreSQL's :class:`~tether.stores._postgres.watch.FailoverWatch` and
 Redis's :class:`~tether.stores._redis.watch.ServerWatch` keep only what they look at and judge.
 
-Invariant: a store looks at its server at most once per ``interval`` seconds on the hot path,
-and at the next chance after :meth:`IncidentWatch.soon` (a connection error or a new
-connection: a failover or restart cuts every connection), so the first hot call after a broken
-connection looks before anything else is judged. Every store that lives through an incident records
-it in ``noticed``; each process logs it once (keyed by where, what and which incident), at
-ERROR when tether's data was lost, however many of its stores (a worker's fetcher, heartbeater,
-maintainer) notice it. Counting it for ``tether stats`` is the server's side (identity.sql,
-observe.lua): once per incident, whichever process sees it first.
+Invariant: a store looks at its server at most once per ``interval`` seconds on its hot calls,
+and again at the next one after :meth:`IncidentWatch.soon` (a connection error or a new
+connection: a failover or restart cuts every connection). Every store that lives through an
+incident records it in ``noticed``; each process logs it once (keyed by where, what and which
+incident), at ERROR when tether's data was lost, however many of its stores (a worker's
+fetcher, heartbeater, maintainer) notice it. Counting it for ``tether stats`` is the server's
+side (identity.sql, observe.lua): once per incident, whichever process sees it first.
 """
 
 from __future__ import annotations
