@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -30,17 +29,12 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.ops.conftest import Spawn
 from tests.ops.test_dashboard import seed
+from tests.ports import free_port
 from tether.stores import open_store
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def click(browser: Any, element: Any) -> None:

@@ -76,6 +76,7 @@ from typing import Any
 
 from tether._errors import StoreError, StoreFull, StoreUnavailable
 from tether.stores._contract import Capabilities
+from tether.stores._incident_watch import Watched
 from tether.stores._redis import calls
 from tether.stores._redis import memory as _memory
 from tether.stores._redis import url as _url
@@ -100,10 +101,11 @@ _SCRIPTS = (
 
 
 class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, RedisSchedules,
-                 RedisAdmin):
+                 RedisAdmin, Watched):
     """A tether store on a standalone Redis >= 5 (or Valkey); see the module docstring."""
 
     kind = "redis"
+    _watch: ServerWatch
     #: No transactional enqueue or completion: Redis has no transaction a caller's own
     #: commands and the store's scripts could share.
     capabilities = Capabilities()
@@ -125,15 +127,6 @@ class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, Redi
                             done_channel=f"{self.prefix}:done")
         self._marks = threading.local()  # per thread: wake-up mark taken before its claim
         self._flagged = False  # ALLOW_OOM scripts chosen for this server (_flag_scripts)
-
-    @property
-    def check_interval(self) -> float:
-        """Seconds between looks for a server restart / data loss on claim and heartbeat."""
-        return self._watch.interval
-
-    @check_interval.setter
-    def check_interval(self, seconds: float) -> None:
-        self._watch.interval = seconds
 
     def _run(self, name: str, *args: Any) -> Any:
         if name in ALLOW_OOM and not self._flagged:
