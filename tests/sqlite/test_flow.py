@@ -34,6 +34,7 @@ def _plan(store: SQLiteStore, name: str) -> str:
         ("flow_heads", "jobs_flow (queue=? AND task=? AND limit_key=?)"),
         ("flow_group_heads", "jobs_flow (queue=? AND task=? AND limit_key>?)"),
         ("flow_unkeyed", "jobs_claim (queue=?)"),
+        ("flow_unkeyed_walk", "jobs_claim (queue=?)"),
         ("flow_drop_starts", "flow_starts_group (grp=? AND at<?)"),
     ],
 )
@@ -110,7 +111,7 @@ def test_limited_claims_match_the_memory_store(sqlite_store: SQLiteStore) -> Non
          FlowLimit("task", "a", per_key=True)],
     ]
     held: list[int] = []
-    for step in range(60):
+    for step in range(200):
         flow = rng.choice(flows)
         limit = rng.choice([1, 2, 3, 5, 8, 20])
         now = t0 + step

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tether.stores import _queries as queries
@@ -64,44 +64,71 @@ def _unkeyed(cur: sqlite3.Cursor, flow: Sequence[FlowLimit], book: FlowBook, que
 
 
 def _choose(book: FlowBook, heads: list[Head], cells: dict[int, Cell], limit: int,
-            rank: dict[int, int] | None) -> tuple[list[int], list[str], float | None]:
+            rank: dict[int, int] | None) \
+        -> tuple[list[int], list[str], tuple[int, float, int] | None]:
     """Take eligible jobs in (priority, rank, run_at, id) order up to ``limit``; returns the
-    ids, their start groups, and the priority of the last job looked at when the claim
-    filled up (None when the candidates ran out first)."""
+    ids, their start groups, and (priority, run_at, id) of the job that filled the claim
+    (None when the candidates ran out first)."""
     order = sorted(heads, key=lambda h: (h[0], 1 if rank is None else rank[h[2]], h[1], h[2]))
     chosen: list[int] = []
     starts: list[str] = []
-    for priority, _, job_id, _, _ in order:
+    for priority, run_at, job_id, _, _ in order:
         if book.take(*cells[job_id]):
             chosen.append(job_id)
             starts.extend(book.starts(*cells[job_id]))
             if len(chosen) == limit:
-                return chosen, starts, priority
+                return chosen, starts, (priority, run_at, job_id)
     return chosen, starts, None
 
 
-def _first_jobs(cur: sqlite3.Cursor, flow: Sequence[FlowLimit], book: FlowBook,
-                queues: Sequence[str], now: float, limit: int) \
-        -> tuple[list[int], list[str]] | None:
-    """The claim from every keyed group's first due job (one statement per queue), when that
-    is provably the claim the rules give; None when later jobs of some group might belong in
-    it (the claim did not fill up, or a group's first job is more urgent than where it filled
-    up: its second could come before the last ones taken)."""
-    heads: list[Head] = []
-    cells: dict[int, Cell] = {}
-    keyed: list[float] = []
-    for queue in queues:
-        if book.queue_shut(queue):
+def _unkeyed_before(cur: sqlite3.Cursor, flow: Sequence[FlowLimit], book: FlowBook,
+                    queue: str, now: float, limit: int, cut: tuple[int, float, int] | None,
+                    heads: list[Head], cells: dict[int, Cell]) -> None:
+    """Add the queue's due jobs without a key that come before ``cut`` in claim order (all
+    of them, to :data:`HORIZON`, when None), at most ``limit`` per task, skipping tasks
+    whose unkeyed jobs cannot be taken. Reads rows only up to ``cut``: when every job is
+    keyed, a few rows instead of the whole horizon."""
+    shut = {limit_.name for limit_ in flow if limit_.scope == "task"
+            and not book.eligible(limit_.name, queue, None)}
+    per_task: dict[str, int] = {}
+    rows = cur.execute(F["flow_unkeyed_walk"], {"queue": queue, "now": now,
+                                                "horizon": HORIZON})
+    for job_id, priority, run_at, task, key in rows:
+        if cut is not None and (priority, run_at, job_id) > cut:
+            break
+        if key is not None or task in shut or per_task.get(task, 0) >= limit:
             continue
+        per_task[task] = per_task.get(task, 0) + 1
+        heads.append((priority, run_at, job_id, task, None))
+        cells[job_id] = (task, queue, None)
+
+
+def _first_jobs(cur: sqlite3.Cursor, flow: Sequence[FlowLimit],
+                book: Callable[[], FlowBook], queues: Sequence[str], now: float,
+                limit: int) -> tuple[list[int], list[str]] | None:
+    """The claim from every keyed group's first due job (one statement per queue) and the
+    unkeyed jobs before where those fill the claim, when that is provably the claim the rules
+    give; None when later jobs of some group might belong in it (the claim did not fill up,
+    or a group's first job is more urgent than where it filled up: its second could come
+    before the last ones taken) or unkeyed jobs past what was read might."""
+    keyed: list[Head] = []
+    cells: dict[int, Cell] = {}
+    first = book()
+    open_queues = [q for q in queues if not first.queue_shut(q)]
+    for queue in open_queues:
         for job_id, task, key, priority, run_at in cur.execute(
                 F["flow_group_heads"], {"queue": queue, "now": now}):
-            if book.eligible(task, queue, key):
-                heads.append((priority, run_at, job_id, task, key))
+            if first.eligible(task, queue, key):
+                keyed.append((priority, run_at, job_id, task, key))
                 cells[job_id] = (task, queue, key)
-                keyed.append(priority)
-        _unkeyed(cur, flow, book, queue, now, limit, heads, cells)
-    chosen, starts, cut = _choose(book, heads, cells, limit, None)
-    if cut is None or (keyed and min(keyed) < cut):
+    _, _, cut_keyed = _choose(book(), keyed, cells, limit, None)
+    heads = list(keyed)
+    for queue in open_queues:
+        _unkeyed_before(cur, flow, first, queue, now, limit, cut_keyed, heads, cells)
+    chosen, starts, cut = _choose(book(), heads, cells, limit, None)
+    if cut is None or (cut_keyed is not None and cut > cut_keyed):
+        return None
+    if keyed and min(h[0] for h in keyed) < cut[0]:
         return None
     return chosen, starts
 
@@ -129,7 +156,8 @@ def flow_claim(
         for grp, n in cur.execute(F["flow_started"], {"lo": lo, "hi": hi, "now": now,
                                                       "since": now - rate.per}):
             started[(i, grp)] = int(n)
-    quick = _first_jobs(cur, flow, FlowBook(flow, running, started), queues, now, limit)
+    quick = _first_jobs(cur, flow, lambda: FlowBook(flow, running, started), queues, now,
+                        limit)
     if quick is not None:
         chosen, starts = quick
     else:

@@ -38,6 +38,15 @@ SELECT id, priority, run_at, task FROM (
 )
 WHERE n <= :limit
 
+-- name: flow_unkeyed_walk
+-- The queue's due jobs in claim order through jobs_claim, for flow.py to read only as far as
+-- it needs (it stops at the job where the keyed groups' first jobs fill the claim, or at
+-- :horizon); it keeps the ones without a key.
+SELECT id, priority, run_at, task, limit_key FROM jobs INDEXED BY jobs_claim
+WHERE queue = :queue AND status = 'pending' AND run_at <= :now
+ORDER BY priority, run_at, id
+LIMIT :horizon
+
 -- name: flow_first_group
 -- The loose index scan over jobs_flow, step 1: the first (task, limit_key) with keyed pending
 -- jobs in the queue (every text is >= ''). One seek.
