@@ -60,16 +60,17 @@ GROUP BY r.i, f.grp
 -- name: flow_groups
 -- Every (queue, task, key) with pending jobs in the claimed queues: a loose index scan of
 -- jobs_flow_idx (recursive CTE), one seek per group past however long its backlog, never a
--- read of the backlog itself. The key is spelled as in the index: '' for no key, '=' || key.
+-- read of the backlog itself. The key is spelled as in the index: '' for no key, '=' || key;
+-- "run_at > '-infinity'" (always true) names the index's predicate (see 0006).
 WITH RECURSIVE g(queue, task, fkey) AS (
     (SELECT queue, task, coalesce('=' || limit_key, '') FROM {schema}.jobs
-     WHERE status = 'pending' AND queue = ANY(%(queues)s::text[])
+     WHERE status = 'pending' AND run_at > '-infinity' AND queue = ANY(%(queues)s::text[])
      ORDER BY queue, task, coalesce('=' || limit_key, '')
      LIMIT 1)
     UNION ALL
     SELECT n.queue, n.task, n.fkey FROM g CROSS JOIN LATERAL (
         SELECT queue, task, coalesce('=' || limit_key, '') AS fkey FROM {schema}.jobs
-        WHERE status = 'pending' AND queue = ANY(%(queues)s::text[])
+        WHERE status = 'pending' AND run_at > '-infinity' AND queue = ANY(%(queues)s::text[])
           AND (queue, task, coalesce('=' || limit_key, '')) > (g.queue, g.task, g.fkey)
         ORDER BY queue, task, coalesce('=' || limit_key, '')
         LIMIT 1
@@ -87,7 +88,7 @@ FROM unnest(%(queues)s::text[], %(tasks)s::text[], %(fkeys)s::text[], %(caps)s::
     AS g(queue, task, fkey, cap)
 CROSS JOIN LATERAL (
     SELECT id, priority, run_at FROM {schema}.jobs
-    WHERE status = 'pending' AND queue = g.queue AND task = g.task
+    WHERE status = 'pending' AND run_at > '-infinity' AND queue = g.queue AND task = g.task
       AND coalesce('=' || limit_key, '') = g.fkey
       AND run_at <= to_timestamp(%(now)s::float8)
     ORDER BY priority, run_at, id

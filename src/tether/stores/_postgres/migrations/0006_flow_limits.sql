@@ -12,12 +12,15 @@ ALTER TABLE jobs ADD COLUMN snoozes integer NOT NULL DEFAULT 0;
 -- spelled coalesce('=' || limit_key, '') so that "no key" is a group of its own that sorts and
 -- compares like any other ('' is never '=' || anything). A claim with limits finds the groups
 -- with a loose index scan (one seek per group, past however long a backlog) and reads only
--- the heads of the groups with room (queries.sql, flow_groups / flow_heads). Pending rows
--- only, like jobs_claim_idx: finished history never costs it anything; a plain claim never
--- reads it (it moves a row out of both partial indexes at once).
+-- the heads of the groups with room (flow.sql, flow_groups / flow_heads). Pending rows
+-- only, like jobs_claim_idx: finished history never costs it anything (a claim moves a row
+-- out of both partial indexes at once). The predicate's second term is always true; it is
+-- there so that only statements that name it (the flow ones) can use this index: with
+-- "status = 'pending'" alone the planner took it for the plain multi-queue claim, whose plan
+-- must stay what it was (jobs_claim_idx; tests/postgres/test_explain.py).
 CREATE INDEX jobs_flow_idx ON jobs (queue, task, (coalesce('=' || limit_key, '')), priority,
                                     run_at, id)
-    WHERE status = 'pending';
+    WHERE status = 'pending' AND run_at > '-infinity';
 
 -- The starts of rate-limited groups (FlowLimit.group): one row per claimed job and group, at
 -- the claim's time. A limited claim counts a group's rows in its window and deletes the
