@@ -60,18 +60,26 @@ GROUP BY r.i, f.grp
 -- name: flow_groups
 -- Every (queue, task, key) with pending jobs in the claimed queues: a loose index scan of
 -- jobs_flow_idx (recursive CTE), one seek per group past however long its backlog, never a
--- read of the backlog itself. The key is spelled as in the index: '' for no key, '=' || key;
+-- read of the backlog itself. Per queue, "queue = q AND (task, key) > (...)": with "queue =
+-- ANY(...)", or with queue inside the row comparison next to "queue = q", the row comparison
+-- was no start key and each step read the queue's backlog from its start (169 buffers for
+-- 10,000 jobs of one key; 3 this way, measured). Keys are spelled as in the index: '' for no
+-- key, '=' || key;
 -- "run_at > '-infinity'" (always true) names the index's predicate (see 0006).
 WITH RECURSIVE g(queue, task, fkey) AS (
-    (SELECT queue, task, coalesce('=' || limit_key, '') FROM {schema}.jobs
-     WHERE status = 'pending' AND run_at > '-infinity' AND queue = ANY(%(queues)s::text[])
-     ORDER BY queue, task, coalesce('=' || limit_key, '')
-     LIMIT 1)
+    SELECT f.queue, f.task, f.fkey
+    FROM unnest(%(queues)s::text[]) AS q(queue)
+    CROSS JOIN LATERAL (
+        SELECT queue, task, coalesce('=' || limit_key, '') AS fkey FROM {schema}.jobs
+        WHERE status = 'pending' AND run_at > '-infinity' AND queue = q.queue
+        ORDER BY queue, task, coalesce('=' || limit_key, '')
+        LIMIT 1
+    ) f
     UNION ALL
     SELECT n.queue, n.task, n.fkey FROM g CROSS JOIN LATERAL (
         SELECT queue, task, coalesce('=' || limit_key, '') AS fkey FROM {schema}.jobs
-        WHERE status = 'pending' AND run_at > '-infinity' AND queue = ANY(%(queues)s::text[])
-          AND (queue, task, coalesce('=' || limit_key, '')) > (g.queue, g.task, g.fkey)
+        WHERE status = 'pending' AND run_at > '-infinity' AND queue = g.queue
+          AND (task, coalesce('=' || limit_key, '')) > (g.task, g.fkey)
         ORDER BY queue, task, coalesce('=' || limit_key, '')
         LIMIT 1
     ) n
