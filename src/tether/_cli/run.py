@@ -48,7 +48,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         if args.queues else None
     try:
         for q in queues or ():
-            limits.check_text(q, "queue", limit=limits.MAX_NAME)
+            limits.check_text(q.partition("=")[0], "queue", limit=limits.MAX_NAME)
     except ValueError as exc:
         raise ConfigError(f"--queues: {exc}") from None
     process = args.pool == "process"
@@ -67,7 +67,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if worker is None:
         return 0
     message, fields = worker_banner(runtime.settings, runtime.url, runtime.registry.tasks,
-                                    worker.id, list(worker.queues), args.concurrency,
+                                    worker.id, list(worker.queues), worker.concurrency,
                                     "processes" if process else "threads")
     log.info("%s", message, extra=fields)
     stop_metrics = None

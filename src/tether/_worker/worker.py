@@ -26,12 +26,13 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from tether import _clock as clock
 from tether._context import JobContext
 from tether._errors import ShuttingDown, StoreGone
+from tether._flow import parse_queues, slots_for
 from tether._maintenance.maintainer import Maintainer
 from tether._worker.completer import Completer, Pending
 from tether._worker.connections import open_stores
@@ -69,8 +70,8 @@ class Worker:
         self,
         runtime: Runtime,
         *,
-        concurrency: int = 10,
-        queues: Sequence[str] | None = None,
+        concurrency: int | None = None,
+        queues: Sequence[str] | Mapping[str, int | None] | None = None,
         maintenance: bool = True,
         pool: str = "thread",
         app_spec: str | None = None,
@@ -83,9 +84,13 @@ class Worker:
         caller that counts claims (a burst with ``max_jobs``: jobs claimed ahead would be
         taken, and run by its closing drain, past the count). ``schedules=False``: enqueue
         no periodic ticks (a burst: a tick it enqueued itself could keep it from ever being
-        idle); the maintainer still reaps and prunes."""
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+        idle); the maintainer still reaps and prunes.
+
+        ``queues``: names, or ``"name=N"`` / ``{"name": N}`` to give a queue at most N of
+        this worker's slots (the others share the rest); ``concurrency`` defaults to the sum
+        of the counts when every queue has one, else to 10."""
+        names, caps = parse_queues(queues)
+        concurrency = slots_for(concurrency, names, caps)
         config = make_pool_config(runtime, pool, app_spec=app_spec,
                                   max_tasks_per_child=max_tasks_per_child,
                                   max_memory_per_child=max_memory_per_child)
@@ -93,7 +98,9 @@ class Worker:
         self.settings = runtime.settings
         self.concurrency = concurrency
         runtime.registry.import_includes()  # App(include=...): their tasks' queues are ours too
-        self.queues = list(queues) if queues else runtime.registry.queues()
+        self.queues = names if names else runtime.registry.queues()
+        #: Per-queue slot counts of this worker (``-q images=2``); {} when none.
+        self.queue_slots = caps
         self.id = new_worker_id()
         self.shutdown = Shutdown(grace=self.settings.shutdown_timeout)
         self.registry = Registry(concurrency)
@@ -130,7 +137,9 @@ class Worker:
         self.pauses = PausedQueues(self.store, self.queues)
         self.fetcher = Fetcher(self.store, self.id, self.queues, self.settings, self.registry,
                                self.pool, self.shutdown, self.pauses, self.health,
-                               start=self._start, on_fatal=fatal)
+                               start=self._start, on_fatal=fatal,
+                               flow=runtime.registry.flow(), caps=caps,
+                               concurrency=concurrency)
 
     # -- running -----------------------------------------------------------------------------
     def run(self, *, install_signals: bool = True) -> int:

@@ -187,7 +187,8 @@ class Outcome:
       store now + ``retry_delay``, ``snoozes += 1``; ``failures``, ``stall_count`` and
       ``interruptions`` unchanged (a snooze is not a failure and does not use an attempt:
       see :attr:`JobRecord.tries`). Its record in ``errors`` has reason ``snoozed`` and the
-      given ``error`` text (``"snoozed"`` when None); ``last_error`` is left as it was. A cancel request sticks.
+      given ``error`` text (``"snoozed"`` when None); ``last_error`` is left as it was. A
+      cancel request sticks.
 
     A batch is fenced outcome by outcome: a stale outcome next to the valid one for the same
     job is rejected and the valid one applied. The same outcome twice in one batch counts

@@ -39,7 +39,10 @@ written outside ``P:``::
     P:prios:{queue}               zset     priority levels with pending jobs (score = member)
     P:pending:{queue}:{priority}  zset     pending jobs, score run_at, member id zero-padded
                                            to 16 digits (equal run_at tie-breaks by id)
-    P:running                     zset     running jobs, score lease_until (the reaper range)
+    P:running                     zset     running jobs, score lease_until (the reaper range;
+                                           also the slots of concurrency limits, claim_flow)
+    P:flow:starts:{group}         zset     starts of a rate-limited group (FlowLimit.group),
+                                           member <nonce>:<id>, score the claim's now
     P:idx:{queue}:{status}        zset     job ids by status, score id (list_jobs, counts)
     P:finished:{status}           zset     terminal jobs, score finished_at (prune range)
     P:unique                      hash     unique_key -> id of its live (non-terminal) job
@@ -90,7 +93,7 @@ from tether.stores._redis.watch import ServerWatch
 
 DEFAULT_PREFIX = _url.DEFAULT_PREFIX
 _SCRIPTS = (
-    "enqueue", "claim", "heartbeat", "finish", "reap", "cancel", "retry_failed",
+    "enqueue", "claim", "claim_flow", "heartbeat", "finish", "reap", "cancel", "retry_failed",
     "fenced_write", "prune", "leader_acquire", "leader_renew", "leader_release",
     "worker_register", "worker_unregister", "list_jobs", "counts", "observe",
 )  # fmt: skip
