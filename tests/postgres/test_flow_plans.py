@@ -35,7 +35,7 @@ def test_a_blocked_key_backlog_costs_seeks_not_a_scan(
     flow = [FlowLimit("task", T, concurrency=1, per_key=True)]
     (first,) = store.claim("w", ["default"], 1, 30.0, now=1_002.0, flow=flow)
     assert first.limit_key == "big"
-    with psycopg.connect(pg_url.split("?")[0], autocommit=True) as conn:
+    with psycopg.connect(pg_url.split("?", maxsplit=1)[0], autocommit=True) as conn:
         conn.execute(f'ANALYZE "{store.schema}".jobs')
         groups = _buffers(conn, store.queries["flow_groups"], {"queues": ["default"]})
         heads = _buffers(conn, store.queries["flow_heads"], {

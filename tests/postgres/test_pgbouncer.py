@@ -326,7 +326,7 @@ def test_limited_claims_hold_through_a_transaction_pooler(
     assert len(claimed) == len(set(claimed)) == 4, "2 per key: reached, never passed"
     keys = Counter(producer.get_job(i).limit_key for i in claimed)  # type: ignore[union-attr]
     assert keys == {"0": 2, "1": 2}
-    with psycopg.connect(pg_url.split("?")[0], autocommit=True) as direct:
+    with psycopg.connect(pg_url.split("?", maxsplit=1)[0], autocommit=True) as direct:
         held = direct.execute(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
             "AND ((classid::bigint << 32) | objid::bigint) = %s",
