@@ -114,7 +114,7 @@ def _claim(
         key = _key(str(fkey))
         heads.append((int(priority), float(run_at), int(job_id), str(task), key))
         cells[int(job_id)] = (str(task), str(queue), key)
-    rank = ranked(heads)
+    rank = ranked((h[0], h[1], h[2], cells[h[2]][:2], h[4]) for h in heads)
     heads.sort(key=lambda h: (h[0], rank[h[2]], h[1], h[2]))
     chosen: list[int] = []
     start_ids: list[int] = []
