@@ -6,7 +6,9 @@ refused" needs a supervisor to retry it and, without one, stays down; yet once r
 same worker rides out an outage. So the start rides it out too: every
 :class:`StoreUnavailable` while opening the store is logged at WARNING (the redacted URL and
 the error) and retried with exponential backoff, until the store answers (then the worker
-runs normally) or a SIGTERM/SIGINT stops the wait (exit 0, nothing was claimed). A
+runs normally) or a stop ends the wait (exit 0, nothing was claimed): a SIGTERM/SIGINT, or,
+with ``stop=`` (a worker's own :class:`Shutdown`), whatever stops that worker (its signal
+handlers, ``Worker.stop()``, a burst's end). A
 configuration error (a bad URL, an unknown option, a failed login, a missing database or
 SQLite directory) is not an outage and still ends the start at once with one line.
 """
@@ -33,12 +35,16 @@ START_BACKOFF = Backoff(base=0.5, factor=2.0, max=30.0, jitter=0.1)
 SIGNAL_CHECK_EVERY = 0.2
 
 
-def open_when_up(attempt: Callable[[], T], shown: str, *,
+def open_when_up(attempt: Callable[[], T], shown: str, *, stop: Shutdown | None = None,
                  backoff: Backoff = START_BACKOFF) -> T | None:
-    """``attempt()`` until it does not raise StoreUnavailable; None when a stop signal came
-    first. ``shown``: the store URL without its password, for the log lines."""
-    shutdown = Shutdown(draining="no longer waiting for the store (nothing was claimed)")
-    restore = shutdown.install()
+    """``attempt()`` until it does not raise StoreUnavailable; None when a stop came first.
+    ``shown``: the store URL without its password, for the log lines. ``stop``: the caller's
+    Shutdown, whose signal handlers the caller installs (a worker: so that the same SIGTERM
+    that ends the wait is not lost between the wait and the run); without it, SIGTERM/SIGINT
+    are routed to a Shutdown of this wait's own for its length."""
+    shutdown = stop if stop is not None else Shutdown(
+        draining="no longer waiting for the store (nothing was claimed)")
+    restore = shutdown.install() if stop is None else (lambda: None)
     try:
         failures = 0
         while not shutdown.stopping:
