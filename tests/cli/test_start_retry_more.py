@@ -170,5 +170,6 @@ def test_sigterm_while_waiting_exits_at_once_with_0(
         text = log.read_text()
         assert "Traceback" not in text, text
         assert "stopped before the store" in text, text
+        assert "no longer waiting for the store" in text and "draining" not in text, text
     finally:
         stop(proc)

@@ -33,6 +33,8 @@ T = TypeVar("T")
 START_BACKOFF = Backoff(base=0.5, factor=2.0, max=30.0, jitter=0.1)
 #: How often the wait looks at the stop flag (a signal's handler runs on the main thread).
 SIGNAL_CHECK_EVERY = 0.2
+#: A stop's log line during the wait.
+WAIT_STOPPED = "no longer waiting for the store (nothing was claimed)"
 
 
 def open_when_up(attempt: Callable[[], T], shown: str, *, stop: Shutdown | None = None,
@@ -42,9 +44,11 @@ def open_when_up(attempt: Callable[[], T], shown: str, *, stop: Shutdown | None 
     Shutdown, whose signal handlers the caller installs (a worker: so that the same SIGTERM
     that ends the wait is not lost between the wait and the run); without it, SIGTERM/SIGINT
     are routed to a Shutdown of this wait's own for its length."""
-    shutdown = stop if stop is not None else Shutdown(
-        draining="no longer waiting for the store (nothing was claimed)")
+    shutdown = stop if stop is not None else Shutdown()
     restore = shutdown.install() if stop is None else (lambda: None)
+    # While waiting, a signal drains nothing: its line says so (not "draining in-flight jobs,
+    # waiting up to shutdown_timeout", which would send an operator looking for jobs).
+    said, shutdown.draining = shutdown.draining, WAIT_STOPPED
     try:
         failures = 0
         while not shutdown.stopping:
@@ -64,4 +68,5 @@ def open_when_up(attempt: Callable[[], T], shown: str, *, stop: Shutdown | None 
         log.info("stopped before the store at %s was reached", shown)
         return None
     finally:
+        shutdown.draining = said
         restore()
