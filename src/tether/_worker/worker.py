@@ -33,10 +33,11 @@ from tether import _clock as clock
 from tether._context import JobContext
 from tether._errors import ShuttingDown, StoreGone
 from tether._maintenance.maintainer import Maintainer
-from tether._worker.completer import Completer, Pending
+from tether._worker.completer import Completer
 from tether._worker.connections import open_stores
 from tether._worker.deadlines import Deadlines, Timeouts
 from tether._worker.fetcher import Fetcher
+from tether._worker.handback import hand_back
 from tether._worker.health import StoreHealth, one_line
 from tether._worker.heartbeater import Heartbeater
 from tether._worker.paused import PausedQueues
@@ -263,42 +264,9 @@ class Worker:
         return max(0.05, self._exit_by - clock.monotonic())
 
     def _hand_back(self) -> None:
-        """Interrupt every handler and release every lease we still hold, in one write.
-
-        Bounded: when the store does not take the write within the forced stop's wait, the
-        leases stay with the store until they expire (the reaper returns them within the
-        recovery bound), and the log says exactly that, never "handed back"."""
-        batch = []
-        for entry in self.registry.unqueue():  # claimed ahead, never started
-            entry.interrupt(ShuttingDown)
-            batch.append(Pending(entry, Outcome(entry.lease, "released"), "released"))
-        for entry in self.registry.entries():
-            entry.interrupt(ShuttingDown)
-            if not entry.lost and self.registry.settle_once(entry):
-                batch.append(Pending(entry, Outcome(entry.lease, "released"), "released"))
-        if not batch:
-            return
-        results = []
-        writer = threading.Thread(
-            target=lambda: results.append(self.completer.write(batch, give_up_at=self._exit_by)),
-            name="tether-hand-back", daemon=True)
-        writer.start()
-        writer.join(self._left() + 0.5)
-        self.registry.mark_many([p.entry for p in batch], settled=True)
-        written = results[0] if results else None
-        applied = len(written.applied) if written else 0
-        if applied:
-            self._notify()
-            log.warning("handed back %d lease(s)", applied)
-        if written and written.rejected:
-            log.info("%d lease(s) were no longer this worker's (reaped or cancelled)",
-                     len(written.rejected))
-        lost = len(written.unwritten) if written else len(batch)
-        if lost:
-            why = (written.error if written else None) or "the store did not answer in time"
-            log.warning("could not hand back %d lease(s) (%s); they come back by lease expiry: "
-                        "the reaper returns them within lease_ttl + stall_grace + 2s (%.0fs) "
-                        "of their last renewal", lost, why, self.settings.recovery_bound)
+        """Interrupt every handler and release every lease still held (handback.py)."""
+        hand_back(self.registry, self.completer, self._exit_by, self._notify,
+                  self.settings.recovery_bound)
 
     def _close(self) -> None:
         if not self._opened:
