@@ -20,6 +20,7 @@ from tether._codec import Codec
 from tether._config import Settings, make_settings
 from tether._errors import ConfigError, JobNotFound
 from tether._events import Callback
+from tether._flow import task_limit
 from tether._jobid import JobId
 from tether._jobview import Job
 from tether._newjob import OPTIONS, TaskOptions, make_new_job
@@ -27,7 +28,7 @@ from tether._periodic import declare
 from tether._runtime import Runtime
 from tether._task import Task, TaskDecorator
 from tether._worker.worker import Worker
-from tether.stores._contract import CancelResult, NewJob, RetryResult, Store
+from tether.stores._contract import CancelResult, FlowLimit, NewJob, RetryResult, Store
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -107,28 +108,48 @@ class App:
     def task(
         self, func: None = None, /, *, name: str | None = None, queue: str = "default",
         max_attempts: int = 5, max_stalls: int = 3, timeout: float | None = None,
-        retry: Backoff | None = None, priority: int = 0,
+        retry: Backoff | None = None, priority: int = 0, concurrency: int | None = None,
+        rate: str | None = None, limit_key: str | None = None,
     ) -> TaskDecorator: ...
 
     def task(
         self, func: Callable[..., Any] | None = None, /, *, name: str | None = None,
         queue: str = "default", max_attempts: int = 5, max_stalls: int = 3,
         timeout: float | None = None, retry: Backoff | None = None, priority: int = 0,
+        concurrency: int | None = None, rate: str | None = None, limit_key: str | None = None,
     ) -> Task[Any, Any] | TaskDecorator:
-        """Register a function (plain or ``async def``) as a task; usable bare or with options."""
+        """Register a function (plain or ``async def``) as a task; usable bare or with options.
+
+        Flow control (docs/flow-control.md), enforced by the store at claim for the whole
+        fleet: ``concurrency``: at most this many of its jobs running at once; ``rate``: at
+        most N starts per window (``"100/m"``, ``"5/s"``, ``"1000/h"``); ``limit_key``: the
+        name of a parameter whose value partitions both (at most ``concurrency`` per
+        customer, say), and by which claims rotate fairly."""
 
         def register(f: Callable[..., Any]) -> Task[Any, Any]:
             task_name = f"{f.__module__}.{f.__qualname__}" if name is None else name
             registry = self.runtime.registry
             if task_name in registry.tasks:
                 raise ConfigError(f"a task named {task_name!r} is already registered")
+            flow = task_limit(task_name, f, concurrency=concurrency, rate=rate,
+                              limit_key=limit_key)
             task: Task[Any, Any] = Task(self.runtime, f, TaskOptions(
                 task_name, queue, max_attempts, max_stalls, timeout, retry or Backoff(),
-                priority))
+                priority, flow, limit_key))
             registry.add_task(task)
             return task
 
         return register(func) if func is not None else register
+
+    def queue(self, name: str, *, concurrency: int | None = None,
+              rate: str | None = None) -> FlowLimit:
+        """Declare fleet-wide limits of queue ``name``: at most ``concurrency`` of its jobs
+        running at once across every worker, at most ``rate`` starts per window
+        (``"100/m"``). Every worker of this app enforces them at claim; ``tether stats`` and
+        the dashboard show them. Declaring the same limits again is allowed; others are a
+        ConfigError."""
+        return self.runtime.registry.queue_limits.declare(name, concurrency=concurrency,
+                                                          rate=rate)
 
     def import_includes(self) -> None:
         """Import the modules of ``include`` (once; a failed import is tried again next
@@ -176,9 +197,9 @@ class App:
 
         ``kwargs`` carries the task's keyword arguments, whatever their names. Other keywords
         are enqueue options (``delay``, ``run_at``, ``priority``, ``unique_key``, ``queue``,
-        ``conn``, and ``max_attempts``/``max_stalls``, which override the task's) or, for any
-        other name, task arguments; a keyword that names both an option and a parameter of a
-        task this app knows raises TypeError (see ``Task.enqueue``).
+        ``conn``, ``limit_key``, and ``max_attempts``/``max_stalls``, which override the
+        task's) or, for any other name, task arguments; a keyword that names both an option
+        and a parameter of a task this app knows raises TypeError (see ``Task.enqueue``).
         """
         names = OPTIONS | BUDGETS
         options = {k: keywords.pop(k) for k in names & keywords.keys()}
@@ -260,7 +281,8 @@ class App:
         return await results.await_result(self.runtime, job_id, timeout)
 
     # -- working -----------------------------------------------------------------------------
-    def worker(self, *, concurrency: int = 10, queues: Sequence[str] | None = None,
+    def worker(self, *, concurrency: int | None = None,
+               queues: Sequence[str] | Mapping[str, int | None] | None = None,
                maintenance: bool = True, pool: str = "thread", app_spec: str | None = None,
                max_tasks_per_child: int | None = None,
                max_memory_per_child: float | None = None,
@@ -275,7 +297,8 @@ class App:
                       max_tasks_per_child=max_tasks_per_child,
                       max_memory_per_child=max_memory_per_child, schedules=schedules)
 
-    def run_worker(self, *, concurrency: int = 10, queues: Sequence[str] | None = None,
+    def run_worker(self, *, concurrency: int | None = None,
+                   queues: Sequence[str] | Mapping[str, int | None] | None = None,
                    maintenance: bool = True, pool: str = "thread", app_spec: str | None = None,
                    max_tasks_per_child: int | None = None,
                    max_memory_per_child: float | None = None) -> int:

@@ -22,12 +22,15 @@ The tree::
         ├── LeaseInterrupted   the lease was lost (reaped, timed out, store unreachable)
         └── ShuttingDown       the worker was told to stop and the grace period ran out
 
-Handlers may raise ``Retry`` (retry after a given delay, counted as a failure) or
-``Fail`` (dead-letter now, no retry) to steer the outcome; neither is an error of tether's.
+Handlers may raise ``Retry`` (retry after a given delay, counted as a failure), ``Snooze``
+(run again after a delay, *not* a failure and not an attempt that counts) or ``Fail``
+(dead-letter now, no retry) to steer the outcome; none is an error of tether's.
 """
 
 from __future__ import annotations
 
+import math
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -153,6 +156,43 @@ class Retry(Exception):
     def __init__(self, reason: str = "retry requested", *, delay: float | None = None) -> None:
         super().__init__(reason)
         self.delay = delay
+
+
+class Snooze(Exception):
+    """Raise from a handler to put its job back for ``seconds`` without using an attempt:
+    the job is ``pending`` again, due in ``seconds``, with ``snoozes + 1``; ``failures`` and
+    the attempt budget are untouched, and the job's history records the snooze. For "the
+    downstream API says try again in 30 s", which is not the job's failure.
+
+    ``seconds``: a positive number or a ``datetime.timedelta``; ``reason``: shown in the
+    history next to the delay."""
+
+    def __init__(self, seconds: float | timedelta, reason: str | None = None) -> None:
+        if isinstance(seconds, timedelta):
+            seconds = seconds.total_seconds()
+        if (isinstance(seconds, bool) or not isinstance(seconds, int | float)
+                or not math.isfinite(seconds) or seconds <= 0):
+            raise ValueError(f"Snooze takes a positive number of seconds, got {seconds!r}")
+        if seconds > MAX_SNOOZE:
+            raise ValueError(f"Snooze of {seconds:g} s is longer than the limit "
+                             f"({MAX_SNOOZE:g} s, one year)")
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"Snooze reason must be a str, got {type(reason).__name__}")
+        self.seconds = float(seconds)
+        self.reason = reason
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        """The text the job's history shows: ``snoozed for 30 s: rate limited``."""
+        text = f"snoozed for {self.seconds:g} s"
+        return text if not self.reason else f"{text}: {self.reason}"
+
+    def __reduce__(self) -> tuple[type, tuple[float, str | None]]:
+        return (type(self), (self.seconds, self.reason))
+
+
+#: The longest snooze: a year, like the longest delay an enqueue takes.
+MAX_SNOOZE = 366 * 86400.0
 
 
 class Fail(Exception):

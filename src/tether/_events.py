@@ -37,7 +37,7 @@ log = logging.getLogger("tether.events")
 
 EVENTS = frozenset({
     "claimed", "completed", "retrying", "failed", "stalled", "lease_lost", "cancelled",
-    "released", "leadership_acquired", "leadership_lost", "heartbeat", "child_exited",
+    "released", "snoozed", "leadership_acquired", "leadership_lost", "heartbeat", "child_exited",
     "schedule_enqueued", "schedule_skipped",
 })
 

@@ -99,4 +99,6 @@ def view(record: JobRecord, codec: Codec, task: Task[Any, Any] | None = None) ->
         finished_at=utc(record.finished_at), lease_until=utc(record.lease_until),
         errors=_errors(record.errors),
         uid=record.uid,
+        limit_key=record.limit_key,
+        snoozes=record.snoozes,
     )

@@ -29,10 +29,11 @@ class Job:
 
     ``attempt`` counts claims (``(id, attempt, uid)`` is the dedup key of an attempt); ``failures``
     counts handler errors and timeouts, ``stall_count`` lost leases, ``interruptions`` leases
-    handed back (on shutdown, or jobs a process-pool child released without running): those
-    are not attempts, and ``tries`` (``attempt - interruptions``) is the attempt number that
-    counts against ``max_attempts``. ``errors`` holds one ``{"attempt", "error", "reason", "at",
-    "owner"}`` record per attempt that did not succeed, oldest first (``at`` a datetime).
+    handed back (on shutdown, or jobs a process-pool child released without running), and
+    ``snoozes`` the times its handler put it back for later (``tether.Snooze``): those are not
+    attempts, and ``tries`` (``attempt - interruptions - snoozes``) is the attempt number.
+    ``errors`` holds one ``{"attempt", "error", "reason", "at", "owner"}`` record per attempt
+    that did not succeed or snoozed, oldest first (``at`` a datetime).
     """
 
     id: int
@@ -65,13 +66,17 @@ class Job:
     #: 128 random bits (32 hex digits) drawn at enqueue, never reused: ``id`` comes from a
     #: counter that a store can hand out again after losing rows (docs/guarantees.md).
     uid: str = ""
+    #: The value its task's flow limits count it under (``limit_key=``), or None.
+    limit_key: str | None = None
+    #: Times its handler snoozed it (``tether.Snooze``): neither failures nor tries.
+    snoozes: int = 0
 
     @property
     def tries(self) -> int:
-        """Attempts that count against ``max_attempts``: claims (``attempt``) less hand-backs
-        (``interruptions``: jobs released without running, or handed back on shutdown), so
-        ``tries`` never exceeds ``max_attempts`` the way ``attempt`` may."""
-        return max(0, self.attempt - self.interruptions)
+        """Attempts that count: claims (``attempt``) less hand-backs (``interruptions``: jobs
+        released without running, or handed back on shutdown) and snoozes, so ``tries``
+        never exceeds ``max_attempts`` the way ``attempt`` may."""
+        return max(0, self.attempt - self.interruptions - self.snoozes)
 
     @property
     def handed_back(self) -> int:

@@ -124,6 +124,8 @@ def check_job(job: NewJob) -> None:
     check_delay(job.delay)
     if job.unique_key is not None:
         check_text(job.unique_key, "unique_key", limit=MAX_UNIQUE_KEY)
+    if job.limit_key is not None:
+        check_text(job.limit_key, "limit_key", limit=MAX_UNIQUE_KEY, allow_empty=True)
 
 
 def check_jobs(jobs: Sequence[NewJob]) -> None:

@@ -190,6 +190,7 @@ class JobLog:
             ("claimed", self.claimed), ("completed", self.completed),
             ("retrying", self.retrying), ("failed", self.failed),
             ("cancelled", self.cancelled), ("released", self.released),
+            ("snoozed", self.snoozed),
             ("lease_lost", self.lease_lost), ("stalled", self.stalled),
             ("child_exited", self.child_exited),
         ):
@@ -290,6 +291,13 @@ class JobLog:
         (log.debug if "not started" in why else log.info)(
             "job %s attempt %s handed back (%s)%s", event.job_id, event.attempt, why,
             self._where(f), extra=f)
+
+    def snoozed(self, event: LoggedEvent) -> None:
+        f = self._fields(event, end=True)
+        f["outcome"] = "snoozed"
+        f["delay"] = event.detail.get("delay")
+        log.info("job %s attempt %s %s%s", event.job_id, event.attempt,
+                 event.detail.get("error") or "snoozed", self._where(f), extra=f)
 
     def lease_lost(self, event: LoggedEvent) -> None:
         f = self._fields(event, end=True)

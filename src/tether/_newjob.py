@@ -16,10 +16,12 @@ from tether import _limits as limits
 from tether._backoff import Backoff
 from tether._codec import DEFAULT_CODEC, Codec, to_text
 from tether._errors import ConfigError
-from tether.stores._contract import NewJob
+from tether._flow import key_of
+from tether.stores._contract import FlowLimit, NewJob
 
 #: The keyword arguments ``Task.enqueue`` takes as enqueue options, not task arguments.
-OPTIONS = frozenset({"delay", "run_at", "priority", "unique_key", "queue", "conn"})
+OPTIONS = frozenset({"delay", "run_at", "priority", "unique_key", "queue", "conn",
+                     "limit_key"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,10 @@ class TaskOptions:
     timeout: float | None
     retry: Backoff
     priority: int
+    #: The task's fleet-wide limit (``concurrency=``, ``rate=``, ``limit_key=``), or None.
+    flow: FlowLimit | None = None
+    #: The parameter whose value partitions ``flow`` (``limit_key=``), or None.
+    limit_key: str | None = None
 
 
 def check_options(opts: TaskOptions) -> None:
@@ -75,6 +81,7 @@ def make_new_job(
     max_attempts: int = 5,
     max_stalls: int = 3,
     codec: Codec = DEFAULT_CODEC,
+    limit_key: str | int | None = None,
 ) -> NewJob:
     """Validate one job's enqueue options; every refusal names the option and its limit."""
     if delay is not None and run_at is not None:
@@ -91,10 +98,13 @@ def make_new_job(
     limits.check_int(priority, "priority", low=limits.MIN_INT32, high=limits.MAX_INT32)
     if unique_key is not None:
         limits.check_text(unique_key, "unique_key", limit=limits.MAX_UNIQUE_KEY)
+    if limit_key is not None:
+        limit_key = key_of(limit_key, task, "limit_key")
+        limits.check_text(limit_key, "limit_key", limit=limits.MAX_UNIQUE_KEY, allow_empty=True)
     limits.check_text(queue, "queue", limit=limits.MAX_NAME)
     limits.check_text(task, "task name", limit=limits.MAX_NAME)
     return NewJob(
         task=task, payload=encode_call(codec, args, kwargs, task), queue=queue,
         priority=priority, run_at=when, delay=float(delay or 0.0), max_attempts=max_attempts,
-        max_stalls=max_stalls, unique_key=unique_key,
+        max_stalls=max_stalls, unique_key=unique_key, limit_key=limit_key,
     )

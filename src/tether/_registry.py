@@ -19,10 +19,12 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from tether._errors import ConfigError
+from tether._flow import QueueLimits
 
 if TYPE_CHECKING:
     from tether._periodic import Schedule
     from tether._task import Task
+    from tether.stores._records import FlowLimit
 
 
 class TaskRegistry:
@@ -39,6 +41,8 @@ class TaskRegistry:
         self.tasks: dict[str, Task[Any, Any]] = {}
         self._schedules: dict[str, Schedule] = {}
         self._lock = threading.RLock()
+        #: ``app.queue(...)`` declarations.
+        self.queue_limits = QueueLimits()
 
     # -- declaring ---------------------------------------------------------------------------
     def add_task(self, task: Task[Any, Any]) -> None:
@@ -59,6 +63,13 @@ class TaskRegistry:
     def schedules(self) -> list[Schedule]:
         """Every declared schedule, by name."""
         return [s for _, s in sorted(self._schedules.items())]
+
+    def flow(self) -> list[FlowLimit]:
+        """Every declared fleet-wide limit (tasks', then queues'), what a worker's claims
+        pass to the store; empty when none is declared, and then claims are unchanged."""
+        tasks = [t.config.flow for _, t in sorted(self.tasks.items())
+                 if t.config.flow is not None]
+        return tasks + self.queue_limits.all()
 
     def queues(self) -> list[str]:
         """The queues of the registered tasks (``["default"]`` when there are none)."""

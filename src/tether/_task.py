@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, Protocol, overload
 
 from tether import _payload as payload
 from tether._backoff import Backoff
 from tether._codec import Codec, JSONCodec, decodes_as_is, to_text, type_hints
+from tether._flow import key_of, key_reader
 from tether._jobid import JobId
 from tether._newjob import OPTIONS, TaskOptions, check_options, make_new_job
-from tether.stores._contract import NewJob
+from tether.stores._contract import FlowLimit, NewJob
 
 __all__ = ["OPTIONS", "BadArguments", "Enqueuer", "Host", "Task", "TaskDecorator",
            "TaskOptions", "check_options", "make_new_job"]
@@ -98,6 +99,10 @@ class Task(Generic[P, R]):
         #: Call shapes (positional count, keyword names) known to bind: binding depends on
         #: nothing else, and ``Signature.bind`` was a tenth of a no-op job's worker time.
         self._fits: set[tuple[int, frozenset[str]]] = set()
+        #: Reads the limit key out of a call's arguments (``limit_key=``), or None.
+        self._key: Callable[[Sequence[Any], Mapping[str, Any]], str] | None = None
+        if options.limit_key is not None:
+            self._key = key_reader(options.name, func, options.limit_key)
 
     @property
     def name(self) -> str:
@@ -207,13 +212,21 @@ class Task(Generic[P, R]):
         priority: int | None = None,
         unique_key: str | None = None,
         queue: str | None = None,
+        limit_key: str | int | None = None,
     ) -> NewJob:
+        """One job of this task. ``limit_key``: the key its limits count it under; by default
+        the value of the task's ``limit_key=`` argument in this call (None without one)."""
         opts = self.config
+        if limit_key is not None:
+            key: str | None = key_of(limit_key, self.name, "limit_key")
+        else:
+            key = None if self._key is None else self._key(args, kwargs)
         return make_new_job(
             self.name, args, kwargs, queue=opts.queue if queue is None else queue,
             priority=opts.priority if priority is None else priority,
             delay=delay, run_at=run_at, unique_key=unique_key,
             max_attempts=opts.max_attempts, max_stalls=opts.max_stalls, codec=self.codec,
+            limit_key=key,
         )
 
     def _split(self, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -254,11 +267,15 @@ class Task(Generic[P, R]):
         unique_key: str | None = None,
         queue: str | None = None,
         conn: Any = None,
+        limit_key: str | int | None = None,
     ) -> JobId[R]:
         """Queue one job with the task's arguments given apart from the options, so any
-        argument name works (``kwargs={"delay": 5}`` is the task's ``delay``)."""
+        argument name works (``kwargs={"delay": 5}`` is the task's ``delay``).
+        ``limit_key``: the key the task's limits count this job under, instead of the value
+        of its ``limit_key=`` argument."""
         job = self.new_job(tuple(args), dict(kwargs or {}), delay=delay, run_at=run_at,
-                           priority=priority, unique_key=unique_key, queue=queue)
+                           priority=priority, unique_key=unique_key, queue=queue,
+                           limit_key=limit_key)
         return JobId(self.runtime.enqueue_jobs([job], conn=conn)[0])
 
     def _batch(self, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]],
@@ -340,6 +357,9 @@ class Options(Generic[P, R]):
         self.max_attempts, self.max_stalls = opts.max_attempts, opts.max_stalls
         self.timeout: float | None = opts.timeout
         self.retry: Backoff = opts.retry
+        #: The fleet-wide limit (concurrency, rate, limit_key), or None.
+        self.flow: FlowLimit | None = opts.flow
+        self.limit_key: str | None = opts.limit_key
 
     def __call__(
         self,
@@ -350,6 +370,8 @@ class Options(Generic[P, R]):
         unique_key: str | None = None,
         queue: str | None = None,
         conn: Any = None,
+        limit_key: str | int | None = None,
     ) -> Enqueuer[P, R]:
         return Enqueuer(self._task, {"delay": delay, "run_at": run_at, "priority": priority,
-                                     "unique_key": unique_key, "queue": queue, "conn": conn})
+                                     "unique_key": unique_key, "queue": queue, "conn": conn,
+                                     "limit_key": limit_key})

@@ -109,6 +109,8 @@ class Metrics:
         self.cancelled = Counter("tether_jobs_cancelled", "Jobs cancelled", tq, registry=r)
         self.released = Counter("tether_jobs_released", "Leases handed back on shutdown", tq,
                                 registry=r)
+        self.snoozed = Counter("tether_jobs_snoozed", "Attempts that snoozed their job "
+                               "(tether.Snooze: not failures)", tq, registry=r)
         self.lost = Counter("tether_leases_lost", "Leases this worker lost", tq, registry=r)
         self.stalls = Counter("tether_stalls_reaped", "Expired leases the reaper took back "
                               "(counted by the maintenance leader)", ["outcome"], registry=r)
@@ -130,7 +132,7 @@ class Metrics:
         self._claims: dict[tuple[int | None, int | None], tuple[float, str, str]] = {}
         self._lock = threading.Lock()
         for name in ("claimed", "completed", "retrying", "failed", "cancelled", "released",
-                     "lease_lost", "stalled", "heartbeat", "leadership_acquired",
+                     "snoozed", "lease_lost", "stalled", "heartbeat", "leadership_acquired",
                      "leadership_lost"):
             runtime.events.on(name, self.on_event)
 
@@ -189,6 +191,8 @@ class Metrics:
                 self.cancelled.labels(task, queue).inc()
             elif name == "released":
                 self.released.labels(task, queue).inc()
+            elif name == "snoozed":
+                self.snoozed.labels(task, queue).inc()
             elif name == "lease_lost":
                 self.lost.labels(task, queue).inc()
 

@@ -43,6 +43,7 @@ from tether._errors import (
     LeaseInterrupted,
     Retry,
     ShuttingDown,
+    Snooze,
     TetherError,
 )
 from tether.stores._contract import NewJob
@@ -65,6 +66,8 @@ def _outcome(exc: BaseException, will_retry: bool) -> str:
         return "released"
     if isinstance(exc, Fail):
         return "dead"
+    if isinstance(exc, Snooze):
+        return "snoozed"
     if isinstance(exc, Retry):
         return "retry"
     return "retry" if will_retry else "dead"

@@ -14,27 +14,17 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
 import pytest
 
 import tether
 from tests.crash.harness import Cluster, all_in, enqueue, wait_for
 from tests.crash.test_pool import POOL, exit_of, started, take_lease_back
+from tests.processes import alive, in_group
 from tether.stores import Store
 
 #: Generous: the stop paths take a heartbeat (0.67 s) plus stop_grace at most.
 GONE_WITHIN = 20.0
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie (a zombie runs nothing; whether it is reaped
-    depends on the machine's init)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def lines(cluster: Cluster, job_id: int) -> int:
@@ -72,11 +62,11 @@ def test_a_handlers_subprocess_dies_with_its_attempt(
             take_lease_back(store, job_id)
         elif how == "worker_sigkill":
             worker.kill()
-        wait_for(lambda: not running(sub), GONE_WITHIN,
+        wait_for(lambda: not alive(sub), GONE_WITHIN,
                  f"the handler's subprocess {sub} to die with its attempt ({how})")
-        wait_for(lambda: not running(int(first["pid"])), GONE_WITHIN, "the child to be gone")
+        wait_for(lambda: not alive(int(first["pid"])), GONE_WITHIN, "the child to be gone")
         written = lines(cluster, job_id)
-        wait_for(lambda: not any(running(p) for p in _group(int(first["pid"]))), 5,
+        wait_for(lambda: not any(alive(p) for p in in_group(int(first["pid"]))), 5,
                  "nothing left in the child's process group")
         assert lines(cluster, job_id) == written, "the side effect stopped"
         if how != "worker_sigkill":
@@ -86,24 +76,10 @@ def test_a_handlers_subprocess_dies_with_its_attempt(
             wait_for(lambda: all_in(store, [job_id], final), 20, f"the job {final}")
             assert worker.alive()
     finally:
-        for pid in [sub, *_group(int(first["pid"]))]:
-            if running(pid):  # the fix failed: leave nothing behind on the machine
+        for pid in [sub, *in_group(int(first["pid"]))]:
+            if alive(pid):  # the fix failed: leave nothing behind on the machine
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
 
-
-def _group(pgid: int) -> list[int]:
-    """Processes whose process group is ``pgid``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
-            found.append(int(entry.name))
-    return found

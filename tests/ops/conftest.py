@@ -18,7 +18,7 @@ def spawn() -> Iterator[Spawn]:
     procs: list[subprocess.Popen[str]] = []
 
     def _spawn(*argv: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+        full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}  # env may set it
         proc = subprocess.Popen([sys.executable, "-m", "tether", *argv], cwd=ROOT, env=full,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs.append(proc)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -30,17 +29,12 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.ops.conftest import Spawn
 from tests.ops.test_dashboard import seed
+from tests.ports import free_port
 from tether.stores import open_store
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def click(browser: Any, element: Any) -> None:
@@ -143,3 +137,47 @@ def test_find_and_retry_a_failed_job_in_chromium(tmp_path: Path, spawn: Spawn,
                      "overview.png"]
     assert all((shots / n).stat().st_size > 5000 for n in names)
     print(f"screenshots in {shots}")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_flow_limits_and_snoozes_in_chromium(tmp_path: Path, spawn: Spawn,
+                                             browser: Any) -> None:
+    """Issue #19: with ``--app`` the overview lists the declared limits and the slots held
+    now; a snoozed job's page shows its key, its snoozes and their reasons."""
+    import textwrap
+
+    from tests.ops.conftest import ROOT
+    from tests.ops.test_flow_ops import APP, snoozed_job
+
+    url = f"sqlite:///{tmp_path / 'flow.db'}"
+    (tmp_path / "dashflowapp.py").write_text(textwrap.dedent(APP.format(url=url)))
+    store = open_store(url)
+    store.migrate()
+    job_id = snoozed_job(store)
+    port = free_port()
+    proc = spawn("dashboard", "--app", "dashflowapp:app", "--port", str(port),
+                 env={"PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])})
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/healthz", timeout=2).read()
+            break
+        except OSError:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the dashboard did not come up"
+            time.sleep(0.1)
+    try:
+        browser.get(base + "/")
+        limits = browser.find_element(By.ID, "limits").text
+        assert "flow.per_customer" in limits and "2 per customer" in limits
+        assert "0 of 5 running" in limits and "100/m" in limits
+        browser.save_screenshot(str(tmp_path / "overview-limits.png"))
+        browser.get(f"{base}/jobs/{job_id}")
+        assert browser.find_element(By.ID, "limit-key").text == "acme"
+        assert browser.find_element(By.ID, "snoozes").text == "2 snoozed"
+        assert "429 from the API" in browser.find_element(By.ID, "attempts").text
+        browser.save_screenshot(str(tmp_path / "job-snoozed.png"))
+    finally:
+        store.close()

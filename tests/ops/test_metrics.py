@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import urllib.request
 from pathlib import Path
 
@@ -10,16 +9,11 @@ import pytest
 
 import tether
 from tests.ops.conftest import Spawn
+from tests.ports import free_port
 from tests.worker.helpers import wait_until
 
 pytest.importorskip("prometheus_client")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def scrape(port: int) -> dict[str, float]:

@@ -84,7 +84,7 @@ def test_an_index_row_too_large_is_permanent(pg: PostgresStore) -> None:
         "now": None, "channel": pg.channel, "request_id": None, "tasks": ["t"],
         "payloads": ["[[], {}]"], "queues": ["default"], "priorities": [0],
         "run_ats": [None], "delays": [0.0], "max_attempts": [5], "max_stalls": [3],
-        "unique_keys": [key], "jobs_key": 0, "gate": False,
+        "unique_keys": [key], "limit_keys": [None], "jobs_key": 0, "gate": False,
     }
     with pytest.raises(StoreError) as caught:
         pg._rows("enqueue", params)

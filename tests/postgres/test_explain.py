@@ -245,6 +245,7 @@ def test_enqueue_finds_key_holders_through_the_unique_index(bulk: Bulk, explain:
         "tasks": ["t", "t"], "payloads": ["[[], {}]"] * 2, "queues": ["default"] * 2,
         "priorities": [0, 0], "run_ats": [None, None], "delays": [0.0, 0.0],
         "max_attempts": [5, 5], "max_stalls": [3, 3], "unique_keys": ["k1", None],
+        "limit_keys": [None, None],
         "jobs_key": 1, "gate": True,
     }
     nodes = explain(bulk, "enqueue", params)

@@ -12,16 +12,19 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 
 from tests.contract.helpers import WAKE_WAIT, waiter_thread
 from tests.pg_template import clone_for_url
 from tests.throwaway.pgbouncer import Bouncer, pgbouncer
 from tether._errors import ConfigError, StoreError
-from tether.stores import NewJob
+from tether.stores import FlowLimit, NewJob
+from tether.stores._postgres.flow import lock_key
 from tether.stores._postgres.schema import latest_version
 from tether.stores._postgres.store import PostgresStore
 from tether.stores._records import Outcome
@@ -285,3 +288,47 @@ def test_without_the_option_the_error_names_the_pooler(
         assert "add pooler=transaction to the store URL" in str(caught.value)
         for store in (first, second):
             store.close()
+
+
+def test_limited_claims_hold_through_a_transaction_pooler(
+    pg_url: str, tx_bouncer: Bouncer, opened: list[PostgresStore]
+) -> None:
+    """Limited claims (issue 19) serialise on a transaction-level advisory lock only: through
+    a transaction pooler, 6 clients on 3 server connections reach a concurrency limit and
+    never pass it, and no server connection is left holding the lock."""
+    clone_for_url(pg_url)
+    url = tx_bouncer.url(pg_url) + "&pooler=transaction"
+    producer = _open(opened, url)
+    producer.enqueue([NewJob("t", queue="q", limit_key=str(i % 2)) for i in range(60)])
+    flow = [FlowLimit("task", "t", concurrency=2, per_key=True)]
+    barrier = threading.Barrier(6)
+    got: list[list[int]] = [[] for _ in range(6)]
+    errors: list[BaseException] = []
+
+    def claim(n: int) -> None:
+        store = PostgresStore(url, max_size=1)
+        try:
+            barrier.wait(30)
+            for _ in range(5):
+                got[n] += [j.id for j in store.claim(f"w{n}", ["q"], 3, 30.0, flow=flow)]
+        except (StoreError, AssertionError, threading.BrokenBarrierError) as exc:
+            errors.append(exc)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert errors == []
+    claimed = [i for ids in got for i in ids]
+    assert len(claimed) == len(set(claimed)) == 4, "2 per key: reached, never passed"
+    keys = Counter(producer.get_job(i).limit_key for i in claimed)  # type: ignore[union-attr]
+    assert keys == {"0": 2, "1": 2}
+    with psycopg.connect(pg_url.split("?", maxsplit=1)[0], autocommit=True) as direct:
+        held = direct.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND ((classid::bigint << 32) | objid::bigint) = %s",
+            (lock_key(producer.schema),)).fetchone()
+    assert held == (0,), "the flow lock ended with its transaction"

@@ -9,8 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import redis
 
-from tests.redis.own_server import OwnRedis
 from tests.servers import REDIS_URL, isolated_url
+from tests.throwaway.redis import ThrowawayRedis, throwaway_redis
 from tether.stores._redis.store import RedisStore
 
 
@@ -50,20 +50,16 @@ def keys_under(client: redis.Redis, prefix: str) -> set[str]:
 
 
 @pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
-    """A private redis-server without persistence (restart = data loss); killed afterwards."""
-    server = OwnRedis(tmp_path)
-    try:
-        yield server
-    finally:
-        server.stop()
+def server(tmp_path: Path) -> Iterator[ThrowawayRedis]:
+    """A throwaway redis-server without persistence (a restart is a data loss), for tests that
+    reconfigure, fill, restart or break it; killed afterwards."""
+    with throwaway_redis(tmp_path) as s:
+        yield s
 
 
 @pytest.fixture
-def own_redis_aof(tmp_path: Path) -> Iterator[OwnRedis]:
-    """A private redis-server with an append-only file (a clean restart keeps the data)."""
-    server = OwnRedis(tmp_path, appendonly=True)
-    try:
-        yield server
-    finally:
-        server.stop()
+def server_aof(tmp_path: Path) -> Iterator[ThrowawayRedis]:
+    """A throwaway redis-server with an append-only file fsynced on every write: a restart,
+    even a SIGKILL, keeps every acknowledged write."""
+    with throwaway_redis(tmp_path, appendonly=True, appendfsync="always") as s:
+        yield s

@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from tests.contract.helpers import transient
-from tests.redis.own_server import OwnRedis
+from tests.throwaway.redis import ThrowawayRedis
 from tether._context import JobContext
 from tether.stores import NewJob, Outcome
 from tether.stores._redis.store import RedisStore
@@ -26,19 +26,19 @@ pytestmark = pytest.mark.timeout(60)
 LOGGER = "tether.store.redis"
 
 
-def _store(server: OwnRedis, prefix: str = "app") -> RedisStore:
+def _store(server: ThrowawayRedis, prefix: str = "app") -> RedisStore:
     store = RedisStore(f"{server.url}?prefix={prefix}")
     store.check_interval = 0.0  # look at the server on every claim/heartbeat (tests only)
     return store
 
 
-def test_a_stale_claim_cannot_touch_a_new_job_with_the_same_id(own_redis: OwnRedis) -> None:
-    store = _store(own_redis)
+def test_a_stale_claim_cannot_touch_a_new_job_with_the_same_id(server: ThrowawayRedis) -> None:
+    store = _store(server)
     try:
         store.migrate()
         (old_id,) = store.enqueue([NewJob("t", payload='[["old"], {}]')])
         (old,) = store.claim("w1", ["default"], 1, 30)
-        own_redis.restart()  # no persistence: everything is gone, ids start again
+        server.restart()  # no persistence: everything is gone, ids start again
         transient(store.migrate)
         (new_id,) = transient(lambda: store.enqueue([NewJob("t", payload='[["new"], {}]')]))
         assert new_id == old_id, "the id was reused (that is what makes this dangerous)"
@@ -60,9 +60,9 @@ def test_a_stale_claim_cannot_touch_a_new_job_with_the_same_id(own_redis: OwnRed
 
 
 def test_data_loss_is_logged_by_every_store_and_shown_in_stats(
-    own_redis: OwnRedis, caplog: pytest.LogCaptureFixture
+    server: ThrowawayRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    worker_a, worker_b = _store(own_redis), _store(own_redis)
+    worker_a, worker_b = _store(server), _store(server)
     try:
         worker_a.migrate()
         worker_a.enqueue([NewJob("t")])
@@ -70,7 +70,7 @@ def test_data_loss_is_logged_by_every_store_and_shown_in_stats(
         worker_b.heartbeat("wb", [], 30)
         assert worker_a.info().extra["data_loss"] == "0"
 
-        own_redis.restart()
+        server.restart()
         caplog.clear()
         with caplog.at_level(logging.ERROR, logger=LOGGER):
             transient(lambda: worker_a.claim("wa", ["default"], 1, 30))
@@ -96,7 +96,7 @@ def test_data_loss_is_logged_by_every_store_and_shown_in_stats(
         # And tether stats says so, in a fresh process that never saw the old data.
         stats = subprocess.run(
             [sys.executable, "-m", "tether._cli.main", "stats", "--url",
-             f"{own_redis.url}?prefix=app", "--json"],
+             f"{server.url}?prefix=app", "--json"],
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
         assert stats.returncode == 0, stats.stderr
@@ -109,14 +109,14 @@ def test_data_loss_is_logged_by_every_store_and_shown_in_stats(
 
 
 def test_a_restart_that_kept_the_data_is_logged_as_a_restart(
-    own_redis_aof: OwnRedis, caplog: pytest.LogCaptureFixture
+    server_aof: ThrowawayRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = _store(own_redis_aof)
+    store = _store(server_aof)
     try:
         store.migrate()
         (job_id,) = store.enqueue([NewJob("t")])
         store.heartbeat("w", [], 30)
-        own_redis_aof.restart(signal.SIGTERM)  # a clean shutdown writes the AOF
+        server_aof.restart(signal.SIGTERM)  # a clean shutdown writes the AOF
         with caplog.at_level(logging.ERROR, logger=LOGGER):
             transient(lambda: store.heartbeat("w", [], 30))
         messages = [r.getMessage() for r in caplog.records if r.name == LOGGER]

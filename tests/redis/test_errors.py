@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from tests.redis.own_server import OwnRedis
+from tests.throwaway.redis import ThrowawayRedis
 from tether._errors import StoreError, StoreUnavailable
 from tether.stores import Lease, NewJob, Outcome, WorkerInfo
 from tether.stores._redis.store import RedisStore
@@ -44,9 +44,9 @@ def test_a_script_error_on_corrupted_data_is_a_one_line_store_error(
     assert "\n" not in str(info.value)
 
 
-def test_a_read_only_replica_is_store_unavailable(own_redis: OwnRedis) -> None:
-    store = RedisStore(f"{own_redis.url}?prefix=ro")
-    admin = own_redis.client()
+def test_a_read_only_replica_is_store_unavailable(server: ThrowawayRedis) -> None:
+    store = RedisStore(f"{server.url}?prefix=ro")
+    admin = server.client()
     try:
         store.migrate()
         store.enqueue([NewJob("t")])

@@ -12,23 +12,16 @@ import logging
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 import tether
-from tests.throwaway.redis import ThrowawayRedis, throwaway_redis
+from tests.throwaway.redis import ThrowawayRedis
 from tether._errors import ConfigError
 from tether.stores import NewJob
 from tether.stores._redis.store import RedisStore
 
 pytestmark = [pytest.mark.timeout(60)]
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ThrowawayRedis]:
-    with throwaway_redis(tmp_path) as s:
-        yield s
 
 
 def _one_clear_line(exc: BaseException) -> str:

@@ -13,14 +13,13 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
 import tether
-from tests.throwaway.redis import ThrowawayRedis, throwaway_redis
+from tests.throwaway.redis import ThrowawayRedis
 from tests.worker.helpers import running, wait_until
 from tether import _clock as clock
 from tether._cli.main import main
@@ -31,12 +30,6 @@ from tether.stores._redis.connection import io
 from tether.stores._redis.store import RedisStore
 
 pytestmark = [pytest.mark.timeout(120)]
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ThrowawayRedis]:
-    with throwaway_redis(tmp_path) as s:
-        yield s
 
 
 def _store(server: ThrowawayRedis) -> RedisStore:

@@ -15,7 +15,7 @@ from tests.redis.conftest import keys_under
 from tests.servers import isolated_url
 from tests.throwaway.redis import throwaway_redis
 from tether._errors import SchemaError, StoreUnavailable
-from tether.stores import Lease, NewJob, Outcome, Store, WorkerInfo, open_store
+from tether.stores import FlowLimit, Lease, NewJob, Outcome, Store, WorkerInfo, open_store
 from tether.stores._redis.store import RedisStore
 
 # Every key the store may create, relative to its prefix (see the store module docstring).
@@ -23,7 +23,7 @@ LAYOUT = re.compile(
     r"^(schema_version|epoch|incidents|ids|queues|running|unique|workers|workers:seen"
     r"|req:(enqueue|claim|cancel|retry):[0-9a-f]{32}"
     r"|job:\d+|prios:.+|pending:.+:-?\d+|idx:.+:(pending|running|done|failed|cancelled)"
-    r"|finished:(done|failed|cancelled)|leader:.+|leader_term:.+)$"
+    r"|finished:(done|failed|cancelled)|leader:.+|leader_term:.+|flow:starts:.+)$"
 )
 
 
@@ -74,9 +74,12 @@ def test_every_key_stays_under_the_prefix(
                     NewJob("b", delay=60),
                     NewJob("c"),
                     NewJob("d"),
+                    NewJob("e", queue="flow", limit_key="k:1"),
                 ],
                 now=t0,
             )
+            flow = [FlowLimit("task", "e", concurrency=1, rate=1, per=60.0, per_key=True)]
+            assert len(rstore.claim("w", ["flow"], 1, 5, now=t0, flow=flow)) == 1
             jobs = rstore.claim("w", ["q:with:colons", "default"], 10, 5, now=t0)
             leases = [j.lease for j in jobs]
             rstore.register_worker(WorkerInfo("w", "h", 1, ("default",), 4), now=t0)

@@ -11,19 +11,21 @@ from pathlib import Path
 import pytest
 
 from tether._errors import SchemaError
-from tether.stores import NewJob, Outcome
+from tether.stores import FlowLimit, NewJob, Outcome
 from tether.stores._sqlite.rows import SCHEMA_STEPS
 from tether.stores._sqlite.store import SCHEMA_VERSION, SQLiteStore
 
 
-def _make_v1_file(path: Path) -> None:
-    """A version-1 database as the previous release left it: a pending and a running job."""
+def _make_file(path: Path, version: int) -> None:
+    """A database as the release of schema ``version`` left it: a pending and a running
+    job."""
     raw = sqlite3.connect(path, isolation_level=None)
     try:
         raw.execute("BEGIN IMMEDIATE")
-        for statement in SCHEMA_STEPS[1].values():
-            raw.execute(statement)
-        raw.execute("INSERT INTO schema_version (version, applied_at) VALUES (1, 0)")
+        for v in range(1, version + 1):
+            for statement in SCHEMA_STEPS[v].values():
+                raw.execute(statement)
+            raw.execute("INSERT INTO schema_version (version, applied_at) VALUES (?, 0)", (v,))
         raw.execute(
             "INSERT INTO jobs (task, queue, payload, status, run_at, max_attempts, max_stalls,"
             " created_at) VALUES ('t', 'default', '[[1], {}]', 'pending', 0, 5, 3, 0)"
@@ -38,6 +40,35 @@ def _make_v1_file(path: Path) -> None:
         raw.close()
 
 
+def test_version_5_file_gets_flow_limits(
+    make_store: Callable[..., SQLiteStore], tmp_path: Path
+) -> None:
+    """Version 6 (issue #19): the old jobs have no limit_key and no snoozes, the claim with
+    flow limits counts the job running at upgrade time, and snoozes and rate starts work."""
+    _make_file(tmp_path / "tether.db", 5)
+    store = make_store()
+    with pytest.raises(SchemaError, match="run `tether migrate`"):
+        store.check_schema()
+    assert store.migrate() == SCHEMA_VERSION == 6
+    store.check_schema()
+    old = [store.get_job(i) for i in (1, 2)]
+    assert [(j.limit_key, j.snoozes) for j in old if j] == [(None, 0), (None, 0)]
+    now = store.now()
+    flow = [FlowLimit("task", "t", concurrency=2, rate=5, per=60.0)]
+    (job,) = store.claim("w", ["default", "old"], 5, 30.0, now=now, flow=flow)
+    assert job.id == 1, "the running job of the old file holds a slot"
+    assert store.claim("w", ["default"], 5, 30.0, now=now, flow=flow) == []
+    assert store.finish([Outcome(job.lease, "snoozed", retry_delay=0.0)], now=now) == []
+    assert store.get_job(1).snoozes == 1  # type: ignore[union-attr]
+    (key,) = store.enqueue([NewJob("t", limit_key="k")], now=now)
+    assert store.get_job(key).limit_key == "k"  # type: ignore[union-attr]
+
+
+def _make_v1_file(path: Path) -> None:
+    """A version-1 database as the previous release left it: a pending and a running job."""
+    _make_file(path, 1)
+
+
 def test_version_1_file_is_upgraded_in_place(
     make_store: Callable[..., SQLiteStore], tmp_path: Path
 ) -> None:
@@ -45,7 +76,7 @@ def test_version_1_file_is_upgraded_in_place(
     store = make_store()
     with pytest.raises(SchemaError, match="run `tether migrate`"):
         store.check_schema()
-    assert SCHEMA_VERSION == 5
+    assert SCHEMA_VERSION == 6
     assert store.migrate() == SCHEMA_VERSION
     store.check_schema()
     assert store.info().schema_version == SCHEMA_VERSION

@@ -21,7 +21,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from tests.throwaway.postgres import _as_postgres, _own, free_port
+from tests.ports import free_port
+from tests.throwaway.postgres import _as_postgres, _own
 
 BINARY = "/usr/sbin/pgbouncer"
 

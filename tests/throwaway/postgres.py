@@ -13,7 +13,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -24,15 +23,12 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.ports import free_port
+from tests.processes import children
+
 BIN = Path("/usr/lib/postgresql/15/bin")
 USER = "postgres"
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _as_postgres() -> dict[str, Any]:
@@ -99,10 +95,10 @@ class Cluster:
         standby), then its children: a killed postmaster leaves its backends running."""
         if self.proc is None or self.proc.poll() is not None:
             return
-        children = _children(self.proc.pid)
+        backends = children(self.proc.pid)
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
-        for pid in children:
+        for pid in backends:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -110,20 +106,6 @@ class Cluster:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             cur = conn.execute(statement.encode())
             return cur.fetchall() if cur.description else []
-
-
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(entry.name))
-    return found
 
 
 class Replicated:

@@ -1,8 +1,9 @@
-"""A throwaway redis-server a test owns: started on a free loopback port, reconfigured and
-filled at will (``CONFIG SET maxmemory`` / ``maxmemory-policy``), stopped by its PID.
+"""A throwaway redis-server a test owns: started on a free loopback port, reconfigured, filled,
+stopped, restarted or turned into a replica at will, killed by its PID afterwards.
 
-Why: memory-limit and eviction tests must fill or reconfigure a server, and the shared Redis on
-6379 serves every other test; it is never reconfigured.
+Why: memory-limit, eviction, restart and data-loss tests must fill, reconfigure, crash or
+restart a server, and the shared Redis on 6379 serves every other test; it is never
+reconfigured, flushed or stopped. This is the suite's only helper that starts a redis-server.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -20,30 +20,36 @@ from pathlib import Path
 import pytest
 import redis
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+from tests.ports import free_port
 
 
 class ThrowawayRedis:
-    """One ``redis-server --save "" --appendonly no`` on 127.0.0.1:<port>, in ``workdir``."""
+    """One ``redis-server --save ""`` on 127.0.0.1:<port>, in ``workdir``; without an
+    append-only file unless ``appendonly`` (then fsynced as ``appendfsync`` says, the server's
+    default everysec when None). :meth:`restart` keeps the port and the directory."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, *, appendonly: bool = False,
+                 appendfsync: str | None = None) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.skip("redis-server is not installed")
+        self.binary = binary
         self.dir = workdir
+        self.appendonly = appendonly
+        self.appendfsync = appendfsync
         self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    def start(self) -> None:
         args = [
-            binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--daemonize", "no", "--dir", str(workdir),
-            "--loglevel", "warning",
+            self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "yes" if self.appendonly else "no", "--daemonize", "no",
+            "--dir", str(self.dir), "--loglevel", "warning",
         ]  # fmt: skip
-        self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if self.appendfsync is not None:
+            args += ["--appendfsync", self.appendfsync]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_ready()
 
     @property
@@ -100,19 +106,26 @@ class ThrowawayRedis:
         """Memory frees: no limit any more."""
         self.config("maxmemory", 0)
 
-    def stop(self) -> None:
-        """Stop this server only, by its PID."""
+    def stop(self, sig: int = signal.SIGKILL) -> None:
+        """Stop this server only, by its PID. SIGKILL is a crash (nothing more is written);
+        SIGTERM a clean shutdown (the append-only file is flushed)."""
         proc, self.proc = self.proc, None
         if proc is None:
             return
         with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGKILL)
+            proc.send_signal(sig)
         proc.wait(10)
+
+    def restart(self, sig: int = signal.SIGKILL) -> None:
+        """Stop (see :meth:`stop`) and start again on the same port and directory."""
+        self.stop(sig)
+        self.start()
 
 
 @contextmanager
-def throwaway_redis(workdir: Path) -> Iterator[ThrowawayRedis]:
-    server = ThrowawayRedis(workdir)
+def throwaway_redis(workdir: Path, *, appendonly: bool = False,
+                    appendfsync: str | None = None) -> Iterator[ThrowawayRedis]:
+    server = ThrowawayRedis(workdir, appendonly=appendonly, appendfsync=appendfsync)
     try:
         yield server
     finally:

@@ -20,6 +20,8 @@ from tether._cli.render import (
     worker_dict,
 )
 from tether._errors import ConfigError, JobNotFound
+from tether._flowview import declared, limit_rows, slots_text
+from tether._registry import TaskRegistry
 from tether._task import make_new_job
 from tether.stores._contract import STATUSES, Admin, JobFilter
 
@@ -156,8 +158,12 @@ def durability_warnings(extra: dict[str, str]) -> list[str]:
     return warnings
 
 
-def snapshot(store: Admin, lease_ttl: float) -> dict[str, Any]:
-    """Everything ``tether stats`` shows, as the JSON shape (also what --watch redraws)."""
+def snapshot(store: Admin, lease_ttl: float,
+             registry: TaskRegistry | None = None) -> dict[str, Any]:
+    """Everything ``tether stats`` shows, as the JSON shape (also what --watch redraws).
+
+    ``limits``: the app's declared flow limits with their running jobs now; None when the
+    app is not known (limits live in its code, not in the store: docs/flow-control.md)."""
     counts = store.counts()
     workers = store.list_workers()
     info = store.info()
@@ -172,6 +178,8 @@ def snapshot(store: Admin, lease_ttl: float) -> dict[str, Any]:
                    for q in queues},
         "workers": [worker_dict(w, alive(w, now, lease_ttl)) for w in workers],
         "store_info": info.extra, "warnings": durability_warnings(info.extra),
+        "limits": None if registry is None else limit_rows(
+            store, declared(registry), {q: grid.get((q, "running"), 0) for q in queues}),
     }
 
 
@@ -185,6 +193,12 @@ def print_stats(data: dict[str, Any]) -> None:
     table(["queue", *STATUSES, "state"],
           [[q, *(row[s] for s in STATUSES), "paused" if row["paused"] else "active"]
            for q, row in data["queues"].items()], title="jobs")
+    if data.get("limits"):
+        print()
+        table(["scope", "name", "concurrency", "slots", "rate"],
+              [[row["scope"], row["name"], row["concurrency"] or "-", slots_text(row),
+                row["rate"] or "-"] for row in data["limits"]],
+              title="flow limits (declared by the app, enforced at claim)")
     if data["workers"]:
         print()
         table(["worker", "state", "queues", "concurrency", "last_seen"],
@@ -202,14 +216,15 @@ def _epoch(text: str | None) -> float | None:
 def cmd_stats(args: argparse.Namespace) -> int:
     t = target(args)
     lease_ttl = args.lease_ttl or t.settings.lease_ttl
+    registry = t.runtime.registry if t.runtime is not None else None
     store = connect(t.url)
     try:
         if args.watch:
             from tether._cli.live import watch
 
-            return watch(lambda: snapshot(store, lease_ttl), print_stats, args.interval,
-                         args.json, args.count)
-        data = snapshot(store, lease_ttl)
+            return watch(lambda: snapshot(store, lease_ttl, registry), print_stats,
+                         args.interval, args.json, args.count)
+        data = snapshot(store, lease_ttl, registry)
     finally:
         store.close()
     dump_json(data) if args.json else print_stats(data)
@@ -252,13 +267,14 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
                 raise ConfigError(f"the app has no task named {args.task!r} (known: {known})")
             job = task.new_job(call_args, call_kwargs, delay=args.delay,
                                priority=args.priority, unique_key=args.unique_key,
-                               queue=args.queue)
+                               queue=args.queue, limit_key=args.limit_key)
             if args.max_attempts is not None:
                 job = _replace(job, max_attempts=args.max_attempts)
         else:
             job = make_new_job(args.task, call_args, call_kwargs, queue=args.queue or "default",
                                priority=args.priority or 0, delay=args.delay,
-                               unique_key=args.unique_key, max_attempts=args.max_attempts or 5)
+                               unique_key=args.unique_key, max_attempts=args.max_attempts or 5,
+                               limit_key=args.limit_key)
         limits.check_job(job)
     except (ValueError, TypeError) as exc:
         if isinstance(exc, ConfigError):

@@ -97,10 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
             "tether worker myproject.jobs:app -c 20 -q images,mail")
     p.add_argument("target_app", metavar="MODULE:APP", nargs="?", default=None,
                    help="the app whose tasks to run (default: --app, else $TETHER_APP)")
-    p.add_argument("-c", "--concurrency", type=c.positive_int, default=10,
-                   help="jobs run at once")
+    p.add_argument("-c", "--concurrency", type=c.positive_int, default=None,
+                   help="jobs run at once (default: the sum of the -q counts when every "
+                   "queue has one, else 10)")
     p.add_argument("-q", "--queues", action="append",
-                   help="queues to serve (repeat or comma-separate; default: the app's tasks')")
+                   help="queues to serve (repeat or comma-separate; default: the app's "
+                   "tasks'); NAME=N gives a queue at most N slots: -q images=2 -q default=8")
     p.add_argument("--url", default=None, help="override the app's store URL")
     p.add_argument("--no-maintenance", action="store_true",
                    help="do not run the reaper/pruner in this worker")
@@ -154,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="while a live job has this key, return its id instead")
     p.add_argument("--max-attempts", type=c.positive_int, default=None,
                    help="attempts before dead-lettering (default: the task's, else 5)")
+    p.add_argument("--limit-key", default=None,
+                   help="the key its flow limits count it under (default: with --app, read "
+                   "from the task's limit_key argument; else none)")
 
     p = add("jobs", inspect.cmd_jobs, "list jobs, newest first, with filters",
             "tether jobs --status failed --queue mail --since 2h")

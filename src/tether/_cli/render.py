@@ -124,7 +124,8 @@ def job_dict(job: JobRecord) -> dict[str, Any]:
         "priority": job.priority, "attempt": job.attempt, "max_attempts": job.max_attempts,
         "failures": job.failures, "stall_count": job.stall_count, "max_stalls": job.max_stalls,
         "interruptions": job.interruptions, "tries": job.tries,
-        "handed_back": job.interruptions, "unique_key": job.unique_key,
+        "handed_back": job.interruptions, "snoozes": job.snoozes,
+        "limit_key": job.limit_key, "unique_key": job.unique_key,
         "cancel_requested": job.cancel_requested, "locked_by": job.locked_by,
         "args": payload[0], "kwargs": payload[1],
         "meta": payload[2] if len(payload) == 3 else {},
@@ -162,10 +163,12 @@ def jobs_table(jobs: Sequence[JobRecord], out: TextIO | None = None) -> None:
 
 
 def attempt_short(job: JobRecord) -> str:
-    """``2/3``, and the hand-backs apart (``2/3 (5 handed back)``): a job released without
-    running (a crashed pool child's queue, a shutdown) made no attempt."""
+    """``2/3``, and the hand-backs and snoozes apart (``2/3 (5 handed back)``, ``1/3 (4
+    snoozed)``): a job released without running (a crashed pool child's queue, a shutdown)
+    or snoozed by its handler (``tether.Snooze``) spent no attempt."""
     back = f" ({job.interruptions} handed back)" if job.interruptions else ""
-    return f"{job.tries}/{job.max_attempts}{back}"
+    snoozed = f" ({job.snoozes} snoozed)" if job.snoozes else ""
+    return f"{job.tries}/{job.max_attempts}{back}{snoozed}"
 
 
 def attempt_long(job: JobRecord) -> str:
@@ -187,10 +190,12 @@ def job_detail(job: JobRecord, out: TextIO | None = None) -> None:
     data = job_dict(job)
     rows: list[tuple[str, str]] = []
     for key in ("id", "uid", "task", "queue", "status", "failure_reason", "attempt",
-                "failures", "stall_count", "max_stalls", "priority",
+                "failures", "stall_count", "max_stalls", "snoozes", "priority", "limit_key",
                 "unique_key", "cancel_requested", "locked_by"):
         if key == "attempt":
             rows.append((key, attempt_long(job)))
+        elif key == "snoozes" and not job.snoozes:
+            continue  # most jobs never snooze: the line would be noise
         elif data[key] is not None:
             rows.append((key, _value(data[key])))
     for key in _TIMES:

@@ -48,26 +48,23 @@ def cmd_worker(args: argparse.Namespace) -> int:
         if args.queues else None
     try:
         for q in queues or ():
-            limits.check_text(q, "queue", limit=limits.MAX_NAME)
+            limits.check_text(q.partition("=")[0], "queue", limit=limits.MAX_NAME)
     except ValueError as exc:
         raise ConfigError(f"--queues: {exc}") from None
     process = args.pool == "process"
 
-    def open_worker() -> Worker:
-        runtime.store.check_schema()
-        return app.worker(concurrency=args.concurrency, queues=queues,
-                          maintenance=not args.no_maintenance, pool=args.pool,
-                          app_spec=spec if process else None,
-                          max_tasks_per_child=args.max_tasks_per_child,
-                          max_memory_per_child=args.max_memory_per_child,
-                          schedules=not args.burst)
-
-    # A store that is not up yet is waited for (startup.py); a signal ends the wait: exit 0.
-    worker = open_when_up(open_worker, redact(runtime.url))
-    if worker is None:
+    worker = app.worker(concurrency=args.concurrency, queues=queues,
+                        maintenance=not args.no_maintenance, pool=args.pool,
+                        app_spec=spec if process else None,
+                        max_tasks_per_child=args.max_tasks_per_child,
+                        max_memory_per_child=args.max_memory_per_child,
+                        schedules=not args.burst)
+    # A store that is not up yet is waited for (startup.py) before the banner; a signal ends
+    # the wait: exit 0.
+    if not worker.wait_for_store():
         return 0
     message, fields = worker_banner(runtime.settings, runtime.url, runtime.registry.tasks,
-                                    worker.id, list(worker.queues), args.concurrency,
+                                    worker.id, list(worker.queues), worker.concurrency,
                                     "processes" if process else "threads")
     log.info("%s", message, extra=fields)
     stop_metrics = None
@@ -131,12 +128,20 @@ def cmd_reaper(args: argparse.Namespace) -> int:
                     "stall_grace, leader timing); give the app so they match the workers'")
     if args.no_election:
         settings = replace(settings, election=False)
-    store = connect(url)
     holder = f"reaper:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-    maintainer = Maintainer(store, holder, settings, runtime.events if runtime else Events(),
-                            schedules=runtime.registry.schedules() if runtime else ())
     shutdown = Shutdown(draining="stopping the reaper")
     restore = shutdown.install()
+    try:
+        # A store that is not up yet is waited for, as by a worker; a signal ends the wait.
+        store = open_when_up(lambda: connect(url), redact(url), stop=shutdown)
+    except BaseException:
+        restore()
+        raise
+    if store is None:
+        restore()
+        return 0
+    maintainer = Maintainer(store, holder, settings, runtime.events if runtime else Events(),
+                            schedules=runtime.registry.schedules() if runtime else ())
     maintainer.start()
     log.info("reaper %s started (election %s)", holder, "on" if settings.election else "off")
     try:

@@ -26,8 +26,11 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1") and not (token or basic):
         raise ConfigError(f"--host {args.host} exposes the dashboard beyond this machine: "
                           "give --token or --basic-auth as well")
+    from tether._flowview import declared
+
+    limits = None if t.runtime is None else declared(t.runtime.registry)
     code: int = run(t.url, settings=t.settings, host=args.host, port=args.port,
-                    read_only=args.read_only, token=token, basic=basic)
+                    read_only=args.read_only, token=token, basic=basic, limits=limits)
     return code
 
 

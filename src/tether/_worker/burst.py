@@ -130,16 +130,17 @@ def run_burst(
     fast_forward: Callable[[], bool] | None = None,
 ) -> BurstResult:
     """Run ``worker`` in this thread until no job is due for it, ``max_jobs`` jobs were
-    claimed, or ``timeout`` seconds passed (then it is stopped as on a second SIGTERM and
+    claimed, or ``timeout`` seconds passed (counted from here: a store that is not up yet is
+    waited for inside it, as ``Worker.run`` does) (then it is stopped as on a second SIGTERM and
     ``timed_out`` is set). ``fast_forward`` is called whenever the worker is idle; returning
     True (it made a job due, e.g. by moving a memory store's clock) keeps the burst going."""
     if max_jobs is not None:
         limits.check_int(max_jobs, "max_jobs", low=1, high=limits.MAX_JOB_ID)
-    if max_jobs is not None and worker.pool.claims_ahead:
+    if max_jobs is not None and worker.claims_ahead:
         # max_jobs counts claims: a claim ahead of free slots would take (and then run, as a
         # drain does) jobs past the count.
         raise ValueError("max_jobs needs a worker built with claim_ahead=False")
-    if worker.maintainer is not None and worker.maintainer.scheduler is not None:
+    if worker.runs_schedules:
         raise ValueError("a burst needs a worker built with schedules=False: a periodic tick "
                          "it enqueued itself could keep it from ever being idle")
     result = BurstResult()
@@ -217,6 +218,8 @@ class IdleWatch(Loop):
             self.worker.stop(force=True)
             self.stop(0.0)  # done: no more rounds
             return 0.0
+        if not self.worker.opened:  # still waiting for the store (Worker.wait_for_store)
+            return POLL
         if is_idle(self.worker):
             if self.fast_forward is not None and self.fast_forward():
                 return 0.0

@@ -35,7 +35,7 @@ from tether.stores._contract import Lease, Leases, Outcome
 log = logging.getLogger("tether.completer")
 
 _EVENT_OF = {"done": "completed", "dead": "failed", "cancelled": "cancelled",
-             "released": "released", "stalled": "stalled"}
+             "released": "released", "stalled": "stalled", "snoozed": "snoozed"}
 
 
 @dataclass(frozen=True, slots=True)

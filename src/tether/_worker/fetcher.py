@@ -13,6 +13,13 @@ Invariants:
   bounds how long after the store's return an idle worker resumes. A bug of its own ends the
   loop and stops the worker (``tether._loop``).
 * Paused queues are not claimed from (``paused.py``); when all are paused it only waits.
+* Fleet-wide limits (``flow``: the app's task and queue limits) go with every claim; the
+  store enforces them. With none declared the claim is exactly the plain one.
+* Per-queue slots (``-q images=2``): each queue with a count is its own *lane*, claimed for
+  no more than its count less what it holds (running or claimed ahead); the queues without a
+  count share one lane of the slots left. So a queue's long jobs never take every slot. A
+  lane that was full wakes the fetcher when one of its handlers returns (``store.notify``
+  of its queue: the fetcher may be waiting on the store, which no local slot would wake).
 * A store that refuses writes because it is full (:class:`~tether._errors.StoreFull`: Redis
   at its maxmemory) gets no claims: a job claimed then could be neither renewed nor finished
   and would only wedge the queue. The store refuses the claim itself until it has room (the
@@ -24,7 +31,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from tether import _clock as clock
 from tether._config import Settings
@@ -35,7 +42,7 @@ from tether._worker.paused import PausedQueues
 from tether._worker.pool import Pool
 from tether._worker.registry import Registry
 from tether._worker.shutdown import Shutdown
-from tether.stores._contract import JobRecord, Store
+from tether.stores._contract import FlowLimit, JobRecord, Store
 from tether.stores._replay import new_request_id
 
 log = logging.getLogger("tether.worker")
@@ -60,6 +67,9 @@ class Fetcher(Loop):
         *,
         start: Callable[[JobRecord, float], None],
         on_fatal: Callable[[BaseException], None],
+        flow: Sequence[FlowLimit] = (),
+        caps: Mapping[str, int] | None = None,
+        concurrency: int = 0,
     ) -> None:
         """``start(job, trusted_until)``: hand one claimed job to the pool (the worker's: it
         knows the tasks); the fetcher dispatches the claim after its last job."""
@@ -80,6 +90,14 @@ class Fetcher(Loop):
         #: (request id, send time) of a claim that failed transiently: reused by the next.
         self._replay: tuple[str, float] | None = None
         self._full = False  # the store refused our claims for lack of room (StoreFull)
+        self.flow = tuple(flow)
+        #: Per-queue slot counts; the queues without one share ``shared`` slots.
+        self.caps = dict(caps or {})
+        self.shared = concurrency - sum(self.caps.values())
+        #: Lanes' replays: a failed claim's (request id, send time), by the lane's queues.
+        self._lane_replay: dict[tuple[str, ...], tuple[str, float]] = {}
+        if self.caps:
+            registry.on_lane_free = self._lane_freed
 
     @property
     def stopping(self) -> bool:
@@ -96,6 +114,8 @@ class Fetcher(Loop):
         if not active:  # every queue of ours is paused
             shutdown.changed.wait(self.pauses.every)
             return 0.0
+        if self.caps:
+            return self._round_lanes(active, free)
         now = clock.monotonic()
         replay = self._replay
         if replay is not None and now - replay[1] >= settings.lease_ttl:
@@ -104,7 +124,7 @@ class Fetcher(Loop):
         jobs = None
         try:
             jobs = self.store.claim(self.owner, active, min(free, settings.claim_batch),
-                                    settings.lease_ttl, request_id=request_id)
+                                    settings.lease_ttl, request_id=request_id, flow=self.flow)
             if not jobs:
                 self._replay = None
                 self.store.wait_for_jobs(self.queues, pool.wait_at_most(settings.poll_interval))
@@ -136,6 +156,89 @@ class Fetcher(Loop):
             self._start(job, sent + settings.lease_ttl)
         pool.dispatch()
         return 0.0
+
+    # -- per-queue lanes ------------------------------------------------------------------------
+    def lanes(self, active: Sequence[str], free: int) -> tuple[list[tuple[list[str], int]],
+                                                               set[str]]:
+        """The claims to make now: (queues, how many) per lane with room, and the queues of
+        the lanes that are full."""
+        held = self.registry.held_by_queue()
+        batch = min(free, self.settings.claim_batch)
+        out: list[tuple[list[str], int]] = []
+        full: set[str] = set()
+        shared = [q for q in active if q not in self.caps]
+        for queue in active:
+            cap = self.caps.get(queue)
+            if cap is None:
+                continue
+            room = min(cap - held.get(queue, 0), batch)
+            if room > 0:
+                out.append(([queue], room))
+            else:
+                full.add(queue)
+        if shared:
+            room = min(self.shared - sum(held.get(q, 0) for q in shared), batch)
+            if room > 0:
+                out.append((shared, room))
+            else:
+                full.update(shared)
+        return out, full
+
+    def _round_lanes(self, active: Sequence[str], free: int) -> float:
+        """:meth:`round` with per-queue slots: one claim per lane with room."""
+        settings, pool, shutdown = self.settings, self.pool, self.shutdown
+        lanes, full = self.lanes(active, free)
+        self.registry.watch_lanes(full)
+        claimed = False
+        for queues, room in lanes:
+            key = tuple(queues)
+            now = clock.monotonic()
+            replay = self._lane_replay.pop(key, None)
+            if replay is not None and now - replay[1] >= settings.lease_ttl:
+                replay = None
+            request_id, sent = replay or (new_request_id(), now)
+            jobs = None
+            try:
+                jobs = self.store.claim(self.owner, queues, room, settings.lease_ttl,
+                                        request_id=request_id, flow=self.flow)
+            except Exception as exc:
+                if classify(exc) == "gone":
+                    self._gone = True
+                    self._on_fatal(exc)
+                    return 0.0
+                if classify(exc) == "transient" and not isinstance(exc, StoreFull):
+                    self._lane_replay[key] = (request_id, sent)
+                self._streak += 1
+                if isinstance(exc, StoreFull):
+                    self._refused(exc, now)
+                else:
+                    self._failed(exc, now, self._streak)
+                shutdown.changed.wait(self._backoff)
+                self._backoff = min(self._backoff * 2, FETCH_BACKOFF_MAX)
+                return 0.0
+            self._backoff, self._streak = 0.05, 0
+            self.health.ok()
+            if self._full:
+                self._full = False
+                log.info("the store has room again: claiming again")
+            for job in jobs:
+                self._start(job, sent + settings.lease_ttl)
+            claimed |= bool(jobs)
+        if claimed:
+            pool.dispatch()
+            return 0.0
+        # Every queue, full lanes too: a returning handler of a full lane wakes us by notifying
+        # its queue (_lane_freed); an enqueue to a full lane costs one claim of the others.
+        self.store.wait_for_jobs(self.queues, pool.wait_at_most(settings.poll_interval))
+        return 0.0
+
+    def _lane_freed(self, queues: list[str]) -> None:
+        """A full lane has room again: wake this worker's fetcher if it waits on the store.
+        Never raises (a handler thread calls it)."""
+        try:
+            self.store.notify(queues)
+        except Exception as exc:  # the next poll finds the room anyway
+            log.debug("could not wake the fetcher for %s: %s", queues, one_line(exc))
 
     def _refused(self, exc: StoreFull, sent: float) -> None:
         self.health.failed(exc, sent)

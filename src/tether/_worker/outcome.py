@@ -16,7 +16,15 @@ from typing import Any
 
 from tether import _text as text
 from tether._context import JobContext
-from tether._errors import Fail, Interrupted, JobCancelled, LeaseInterrupted, Retry, ShuttingDown
+from tether._errors import (
+    Fail,
+    Interrupted,
+    JobCancelled,
+    LeaseInterrupted,
+    Retry,
+    ShuttingDown,
+    Snooze,
+)
 from tether._task import BadArguments, Task
 from tether.stores._contract import Outcome
 
@@ -66,6 +74,9 @@ def decide(ctx: JobContext, task: Task[Any, Any], result: Any,
                        retry_delay=task.config.retry.delay(ctx.job.failures + 1))
     if isinstance(exc, Fail):
         return Outcome(lease, "dead", error=describe(exc), reason="error")
+    if isinstance(exc, Snooze):  # not a failure: no traceback, no attempt used
+        return Outcome(lease, "snoozed", error=text.clean_error(exc.describe()),
+                       retry_delay=exc.seconds)
     delay = task.config.retry.delay(ctx.job.failures + 1)
     if isinstance(exc, Retry) and exc.delay is not None:
         delay = max(0.0, exc.delay)

@@ -115,6 +115,9 @@ class Registry:
         self.capacity = capacity
         self._entries: dict[Lease, Running] = {}
         self._busy = 0  # handlers that have not returned yet
+        self._full_lanes: set[str] = set()  # see watch_lanes
+        #: Called (outside the lock) with the queues of a full lane whose handler returned.
+        self.on_lane_free: Callable[[list[str]], None] | None = None
         lock = threading.RLock()
         self._cond = threading.Condition(lock)
         #: Handler threads wait here for a queued job and a free slot (same lock, so a
@@ -129,6 +132,26 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    # -- per-queue slots (``-q images=2``) -----------------------------------------------------
+    def held_by_queue(self) -> dict[str, int]:
+        """Attempts that hold or wait for a slot (not returned yet), by queue: what a
+        queue's lane has in flight (claimed ahead counts, so a lane's cap bounds its running
+        jobs whatever order the backlog is taken in)."""
+        held: dict[str, int] = {}
+        with self._cond:
+            for entry in self._entries.values():
+                if entry.stage is not _RETURNED:
+                    queue = entry.ctx.job.queue
+                    held[queue] = held.get(queue, 0) + 1
+        return held
+
+    def watch_lanes(self, queues: set[str]) -> None:
+        """The queues whose lane was full at the last claim: the first handler of one of them
+        to return calls :attr:`on_lane_free` (the fetcher may be waiting on the store, which
+        no local slot would wake)."""
+        with self._cond:
+            self._full_lanes = queues
 
     def free(self) -> int:
         """How many jobs the fetcher may claim now: free slots not already spoken for by the
@@ -290,6 +313,12 @@ class Registry:
         """
         with self._cond:
             self._mark(entries, returned, settled)
+            freed: list[str] = []
+            if returned and self._full_lanes:
+                freed = [q for e in entries if (q := e.ctx.job.queue) in self._full_lanes]
+                self._full_lanes = self._full_lanes.difference(freed)
+        if freed and self.on_lane_free is not None:
+            self.on_lane_free(freed)
 
     def _mark(self, entries: list[Running], returned: bool, settled: bool) -> None:
         """:meth:`mark_many`, the lock held."""

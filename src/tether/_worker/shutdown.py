@@ -61,7 +61,9 @@ class Shutdown:
         if grace is not None:
             draining += (f"; waiting up to {grace:g}s for them to finish (shutdown_timeout). "
                          "Send the signal again (Ctrl-C) to hand their leases back now")
-        self._draining = draining
+        #: What the first signal starts, for its log line (a wait for the store says
+        #: something else while it lasts: startup.py).
+        self.draining = draining
         self.phase = Phase.RUNNING
         self.changed = Flag()
         self.fatal: BaseException | None = None
@@ -83,7 +85,7 @@ class Shutdown:
                 if self.phase == Phase.FORCED:
                     log.warning("%s: handing leases back now", why)
                 elif signalled:
-                    log.warning("%s: %s", why, self._draining)
+                    log.warning("%s: %s", why, self.draining)
                 else:
                     log.info("%s: finishing in-flight jobs", why)
         self.changed.set()

@@ -6,7 +6,9 @@ refused" needs a supervisor to retry it and, without one, stays down; yet once r
 same worker rides out an outage. So the start rides it out too: every
 :class:`StoreUnavailable` while opening the store is logged at WARNING (the redacted URL and
 the error) and retried with exponential backoff, until the store answers (then the worker
-runs normally) or a SIGTERM/SIGINT stops the wait (exit 0, nothing was claimed). A
+runs normally) or a stop ends the wait (exit 0, nothing was claimed): a SIGTERM/SIGINT, or,
+with ``stop=`` (a worker's own :class:`Shutdown`), whatever stops that worker (its signal
+handlers, ``Worker.stop()``, a burst's end). A
 configuration error (a bad URL, an unknown option, a failed login, a missing database or
 SQLite directory) is not an outage and still ends the start at once with one line.
 """
@@ -31,14 +33,22 @@ T = TypeVar("T")
 START_BACKOFF = Backoff(base=0.5, factor=2.0, max=30.0, jitter=0.1)
 #: How often the wait looks at the stop flag (a signal's handler runs on the main thread).
 SIGNAL_CHECK_EVERY = 0.2
+#: A stop's log line during the wait.
+WAIT_STOPPED = "no longer waiting for the store (nothing was claimed)"
 
 
-def open_when_up(attempt: Callable[[], T], shown: str, *,
+def open_when_up(attempt: Callable[[], T], shown: str, *, stop: Shutdown | None = None,
                  backoff: Backoff = START_BACKOFF) -> T | None:
-    """``attempt()`` until it does not raise StoreUnavailable; None when a stop signal came
-    first. ``shown``: the store URL without its password, for the log lines."""
-    shutdown = Shutdown(draining="no longer waiting for the store (nothing was claimed)")
-    restore = shutdown.install()
+    """``attempt()`` until it does not raise StoreUnavailable; None when a stop came first.
+    ``shown``: the store URL without its password, for the log lines. ``stop``: the caller's
+    Shutdown, whose signal handlers the caller installs (a worker: so that the same SIGTERM
+    that ends the wait is not lost between the wait and the run); without it, SIGTERM/SIGINT
+    are routed to a Shutdown of this wait's own for its length."""
+    shutdown = stop if stop is not None else Shutdown()
+    restore = shutdown.install() if stop is None else (lambda: None)
+    # While waiting, a signal drains nothing: its line says so (not "draining in-flight jobs,
+    # waiting up to shutdown_timeout", which would send an operator looking for jobs).
+    said, shutdown.draining = shutdown.draining, WAIT_STOPPED
     try:
         failures = 0
         while not shutdown.stopping:
@@ -58,4 +68,5 @@ def open_when_up(attempt: Callable[[], T], shown: str, *,
         log.info("stopped before the store at %s was reached", shown)
         return None
     finally:
+        shutdown.draining = said
         restore()

@@ -26,17 +26,19 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tether import _clock as clock
 from tether._context import JobContext
 from tether._errors import ShuttingDown, StoreGone
+from tether._flow import parse_queues, slots_for
 from tether._maintenance.maintainer import Maintainer
-from tether._worker.completer import Completer, Pending
+from tether._worker.completer import Completer
 from tether._worker.connections import open_stores
 from tether._worker.deadlines import Deadlines, Timeouts
 from tether._worker.fetcher import Fetcher
+from tether._worker.handback import hand_back
 from tether._worker.health import StoreHealth, one_line
 from tether._worker.heartbeater import Heartbeater
 from tether._worker.paused import PausedQueues
@@ -44,8 +46,10 @@ from tether._worker.pool import Pool, make_pool
 from tether._worker.poolconfig import make_pool_config
 from tether._worker.registry import Registry, Running
 from tether._worker.shutdown import Phase, Shutdown
+from tether._worker.startup import open_when_up
 from tether._worker.unknown import unknown_task_outcome
 from tether.stores._contract import JobRecord, Outcome, Store, WorkerInfo
+from tether.stores._urls import redact
 
 if TYPE_CHECKING:
     from tether._runtime import Runtime
@@ -57,6 +61,9 @@ log = logging.getLogger("tether.worker")
 FORCED_EXIT_WAIT = 2.0
 #: How often the main thread wakes to run the handlers of signals caught by other threads.
 SIGNAL_CHECK_EVERY = 0.2
+#: The parts ``Worker._open`` builds, once the store answers.
+_STORE_PARTS = frozenset({"store", "_hb_store", "_maint_store", "health", "heartbeater",
+                          "completer", "pool", "maintainer", "pauses", "fetcher"})
 
 
 def new_worker_id() -> str:
@@ -65,12 +72,24 @@ def new_worker_id() -> str:
 
 
 class Worker:
+    # Built by _open() (the constructor never waits for the store): see __getattr__.
+    store: Store
+    _hb_store: Store
+    _maint_store: Store | None
+    health: StoreHealth
+    heartbeater: Heartbeater
+    completer: Completer
+    pool: Pool
+    maintainer: Maintainer | None
+    pauses: PausedQueues
+    fetcher: Fetcher
+
     def __init__(
         self,
         runtime: Runtime,
         *,
-        concurrency: int = 10,
-        queues: Sequence[str] | None = None,
+        concurrency: int | None = None,
+        queues: Sequence[str] | Mapping[str, int | None] | None = None,
         maintenance: bool = True,
         pool: str = "thread",
         app_spec: str | None = None,
@@ -83,9 +102,13 @@ class Worker:
         caller that counts claims (a burst with ``max_jobs``: jobs claimed ahead would be
         taken, and run by its closing drain, past the count). ``schedules=False``: enqueue
         no periodic ticks (a burst: a tick it enqueued itself could keep it from ever being
-        idle); the maintainer still reaps and prunes."""
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+        idle); the maintainer still reaps and prunes.
+
+        ``queues``: names, or ``"name=N"`` / ``{"name": N}`` to give a queue at most N of
+        this worker's slots (the others share the rest); ``concurrency`` defaults to the sum
+        of the counts when every queue has one, else to 10."""
+        names, caps = parse_queues(queues)
+        concurrency = slots_for(concurrency, names, caps)
         config = make_pool_config(runtime, pool, app_spec=app_spec,
                                   max_tasks_per_child=max_tasks_per_child,
                                   max_memory_per_child=max_memory_per_child)
@@ -93,50 +116,112 @@ class Worker:
         self.settings = runtime.settings
         self.concurrency = concurrency
         runtime.registry.import_includes()  # App(include=...): their tasks' queues are ours too
-        self.queues = list(queues) if queues else runtime.registry.queues()
+        self.queues = names if names else runtime.registry.queues()
+        #: Per-queue slot counts of this worker (``-q images=2``); {} when none.
+        self.queue_slots = caps
         self.id = new_worker_id()
         self.shutdown = Shutdown(grace=self.settings.shutdown_timeout)
         self.registry = Registry(concurrency)
-        self.store: Store = runtime.store
         # periodic jobs: a duty of the maintenance leader
-        periodic = runtime.registry.schedules() if schedules else []
-        side = open_stores(runtime.store_url, 2 if maintenance and (
-            self.settings.reaper_interval > 0 or self.settings.prune_interval > 0
-            or periodic) else 1)
-        self._hb_store = side[0]
-        self._maint_store = side[1] if len(side) > 1 else None
-        fatal: Callable[[BaseException], None] = self._fatal
-        self.health = StoreHealth(self.settings.lease_ttl / 3, self.store.kind)
-        self.heartbeater = Heartbeater(
-            self._hb_store, self.id, self.registry, runtime.events,
-            lease_ttl=self.settings.lease_ttl, interval=self.settings.heartbeat_every,
-            on_fatal=fatal, health=self.health)
-        self.completer = Completer(self.store, self.id, self.registry, runtime.events,
-                                   on_fatal=fatal, health=self.health)
-        self.deadlines = Deadlines(fatal)
-        self.timeouts = Timeouts(self.deadlines, self.registry, self._settle)
-        self.pool: Pool = make_pool(
-            config, self.registry, concurrency=concurrency, settle=self._settle,
-            on_claimed=self._claimed, on_started=self.timeouts.arm, on_fatal=fatal,
-            store=self.store, events=runtime.events, completer=self.completer, notify=self._notify,
-            owner=self.id, claim_ahead=self.settings.claim_batch if claim_ahead else 0)
-        self.maintainer = Maintainer(
-            self._maint_store, self.id, self.settings, runtime.events, on_fatal=fatal,
-            reap=self.settings.reaper_interval > 0,
-            schedules=periodic) if self._maint_store is not None else None
+        self._periodic = runtime.registry.schedules() if schedules else []
+        self._side = 2 if maintenance and (self.settings.reaper_interval > 0
+                                          or self.settings.prune_interval > 0
+                                          or self._periodic) else 1
+        self._config = config
+        self._claim_ahead = self.settings.claim_batch if claim_ahead else 0
         self.claimed = 0
         self._unknown_warned: set[str] = set()  # task names warned about (once per name)
         self._exit_by = float("inf")  # forced stop: the monotonic time to be gone by
-        self.pauses = PausedQueues(self.store, self.queues)
-        self.fetcher = Fetcher(self.store, self.id, self.queues, self.settings, self.registry,
-                               self.pool, self.shutdown, self.pauses, self.health,
-                               start=self._start, on_fatal=fatal)
+        self._opened = False
+        self._open_lock = threading.Lock()
+        self.deadlines = Deadlines(self._fatal)
+        self.timeouts = Timeouts(self.deadlines, self.registry, self._settle)
+
+    @property
+    def claims_ahead(self) -> bool:
+        """The fetcher may claim more jobs than there are free slots (known before the store
+        is opened: a burst checks it first)."""
+        return self._config.kind == "thread" and self._claim_ahead > 0
+
+    @property
+    def runs_schedules(self) -> bool:
+        """This worker's maintainer enqueues periodic ticks when it leads."""
+        return self._side > 1 and bool(self._periodic)
+
+    @property
+    def opened(self) -> bool:
+        """The store connections are open and the worker's parts built (see ``_open``)."""
+        return self._opened
+
+    def __getattr__(self, name: str) -> Any:
+        """A part that needs the store (``store``, ``heartbeater``, ``pool``, ...), read
+        before ``run()`` opened it: open it now, as the constructor used to (tests and tools
+        reach into a worker they built; a store that is down raises StoreUnavailable here)."""
+        if name in _STORE_PARTS and "_open_lock" in vars(self):
+            self._open()
+            return vars(self)[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _open(self) -> Worker:
+        """Connect (the main store, migrated or checked; the heartbeat and maintenance
+        connections) and build the parts that use them. Raises what opening raises:
+        StoreUnavailable while the store is not up, anything else for a configuration error."""
+        with self._open_lock:
+            if self._opened:
+                return self
+            runtime = self.runtime
+            store: Store = runtime.store
+            side = open_stores(runtime.store_url, self._side)
+            self.store = store
+            self._hb_store = side[0]
+            self._maint_store = side[1] if len(side) > 1 else None
+            fatal: Callable[[BaseException], None] = self._fatal
+            self.health = StoreHealth(self.settings.lease_ttl / 3, store.kind)
+            self.heartbeater = Heartbeater(
+                self._hb_store, self.id, self.registry, runtime.events,
+                lease_ttl=self.settings.lease_ttl, interval=self.settings.heartbeat_every,
+                on_fatal=fatal, health=self.health)
+            self.completer = Completer(store, self.id, self.registry, runtime.events,
+                                       on_fatal=fatal, health=self.health)
+            self.pool = make_pool(
+                self._config, self.registry, concurrency=self.concurrency, settle=self._settle,
+                on_claimed=self._claimed, on_started=self.timeouts.arm, on_fatal=fatal,
+                store=store, events=runtime.events, completer=self.completer,
+                notify=self._notify, owner=self.id, claim_ahead=self._claim_ahead)
+            self.maintainer = Maintainer(
+                self._maint_store, self.id, self.settings, runtime.events, on_fatal=fatal,
+                reap=self.settings.reaper_interval > 0,
+                schedules=self._periodic) if self._maint_store is not None else None
+            self.pauses = PausedQueues(store, self.queues)
+            self.fetcher = Fetcher(store, self.id, self.queues, self.settings, self.registry,
+                                   self.pool, self.shutdown, self.pauses, self.health,
+                                   start=self._start, on_fatal=fatal,
+                                   flow=runtime.registry.flow(), caps=self.queue_slots,
+                                   concurrency=self.concurrency)
+            self._opened = True
+            return self
+
+    def wait_for_store(self, *, install_signals: bool = True) -> bool:
+        """Open the store, waiting while it is not up yet (logged, retried with backoff: see
+        ``startup.py``); False when the worker was stopped first (a signal, ``stop()``), and
+        then nothing was claimed. ``run()`` calls it; call it first to know the store is
+        reached before ``run()`` (``tether worker`` does, for its banner)."""
+        if self._opened:
+            return True
+        restore = self.shutdown.install() if install_signals else (lambda: None)
+        try:
+            return open_when_up(self._open, redact(self.runtime.store_url),
+                                stop=self.shutdown) is not None
+        finally:
+            restore()
 
     # -- running -----------------------------------------------------------------------------
     def run(self, *, install_signals: bool = True) -> int:
         """Run until stopped; returns the process exit code (0 on a clean stop)."""
         restore = self.shutdown.install() if install_signals else (lambda: None)
         try:
+            if not self.wait_for_store(install_signals=False):
+                return 0  # stopped before the store was reached: nothing was claimed
             self.pool.start()  # a process pool's children have imported the app before a claim
             self.store.register_worker(WorkerInfo(
                 self.id, socket.gethostname(), os.getpid(), tuple(self.queues), self.concurrency))
@@ -188,44 +273,14 @@ class Worker:
         return max(0.05, self._exit_by - clock.monotonic())
 
     def _hand_back(self) -> None:
-        """Interrupt every handler and release every lease we still hold, in one write.
-
-        Bounded: when the store does not take the write within the forced stop's wait, the
-        leases stay with the store until they expire (the reaper returns them within the
-        recovery bound), and the log says exactly that, never "handed back"."""
-        batch = []
-        for entry in self.registry.unqueue():  # claimed ahead, never started
-            entry.interrupt(ShuttingDown)
-            batch.append(Pending(entry, Outcome(entry.lease, "released"), "released"))
-        for entry in self.registry.entries():
-            entry.interrupt(ShuttingDown)
-            if not entry.lost and self.registry.settle_once(entry):
-                batch.append(Pending(entry, Outcome(entry.lease, "released"), "released"))
-        if not batch:
-            return
-        results = []
-        writer = threading.Thread(
-            target=lambda: results.append(self.completer.write(batch, give_up_at=self._exit_by)),
-            name="tether-hand-back", daemon=True)
-        writer.start()
-        writer.join(self._left() + 0.5)
-        self.registry.mark_many([p.entry for p in batch], settled=True)
-        written = results[0] if results else None
-        applied = len(written.applied) if written else 0
-        if applied:
-            self._notify()
-            log.warning("handed back %d lease(s)", applied)
-        if written and written.rejected:
-            log.info("%d lease(s) were no longer this worker's (reaped or cancelled)",
-                     len(written.rejected))
-        lost = len(written.unwritten) if written else len(batch)
-        if lost:
-            why = (written.error if written else None) or "the store did not answer in time"
-            log.warning("could not hand back %d lease(s) (%s); they come back by lease expiry: "
-                        "the reaper returns them within lease_ttl + stall_grace + 2s (%.0fs) "
-                        "of their last renewal", lost, why, self.settings.recovery_bound)
+        """Interrupt every handler and release every lease still held (handback.py)."""
+        hand_back(self.registry, self.completer, self._exit_by, self._notify,
+                  self.settings.recovery_bound)
 
     def _close(self) -> None:
+        if not self._opened:
+            self.deadlines.stop()
+            return
         if self.shutdown.phase == Phase.RUNNING:
             self.shutdown.request("closing", signalled=False)
         for part in (self.maintainer, self.heartbeater):

@@ -25,6 +25,7 @@ from tether._cli.common import when_arg
 from tether._cli.render import iso, seconds, when
 from tether._config import Settings
 from tether._errors import JobNotFound, TetherError
+from tether._flowview import Declared
 from tether.dashboard import _data as data
 from tether.dashboard._security import Auth, check_post, csrf_token, set_csrf_cookie
 from tether.stores._contract import STATUSES, Admin, JobFilter, JobStatus
@@ -40,8 +41,10 @@ def _status(text: str | None) -> JobStatus | None:
 
 def create_app(open_store: Callable[[], Admin], *, settings: Settings | None = None,
                read_only: bool = False, token: str | None = None,
-               basic: str | None = None) -> Any:
-    """The ASGI app; ``open_store`` is called once at start-up."""
+               basic: str | None = None, flow: list[Declared] | None = None) -> Any:
+    """The ASGI app; ``open_store`` is called once at start-up. ``flow``: the app's
+    declared flow limits (``tether._flowview.declared``), shown on the overview; None when
+    the app is not known."""
     settings = settings or Settings()
     rates = data.Rates()
     state: dict[str, Admin] = {}
@@ -65,7 +68,7 @@ def create_app(open_store: Callable[[], Admin], *, settings: Settings | None = N
         return set_csrf_cookie(request, TEMPLATES.TemplateResponse(request, name, context))
 
     def overview(request: Request) -> Response:
-        return page(request, "overview.html", **data.overview(store(), settings, rates))
+        return page(request, "overview.html", **data.overview(store(), settings, rates, flow))
 
     def jobs(request: Request) -> Response:
         q = request.query_params

@@ -16,6 +16,7 @@ from typing import Any
 from tether import _clock as clock
 from tether._cli.inspect import durability_warnings
 from tether._config import Settings
+from tether._flowview import Declared, limit_rows, slots_text
 from tether.stores._contract import STATUSES, Admin, JobFilter, JobRecord, WorkerInfo
 
 ELECTION = "maintenance"
@@ -44,7 +45,10 @@ def alive(worker: WorkerInfo, now: float, lease_ttl: float) -> bool:
     return now - worker.last_seen <= lease_ttl
 
 
-def overview(store: Admin, settings: Settings, rates: Rates) -> dict[str, Any]:
+def overview(store: Admin, settings: Settings, rates: Rates,
+             limits: list[Declared] | None = None) -> dict[str, Any]:
+    """``limits``: the app's declared flow limits (None: the app is not known, so none are
+    shown; they live in its code, not in the store)."""
     counts = store.counts()
     now = store.now()
     paused = set(store.paused_queues())
@@ -73,7 +77,12 @@ def overview(store: Admin, settings: Settings, rates: Rates) -> dict[str, Any]:
     done_rate, fail_rate = rates.add(done, failed)
     recent_failed = store.search_jobs(JobFilter(status="failed"), limit=200)
     info = store.info()
+    flow = None if limits is None else limit_rows(
+        store, limits, {q["name"]: q["running"] for q in queues})
+    for row in flow or ():
+        row["slots"] = slots_text(row)
     return {
+        "limits": flow,
         "now": now, "queues": queues, "workers": workers, "leader": store.leader(ELECTION),
         "expiring": expiring[:20], "done_rate": done_rate, "fail_rate": fail_rate,
         "stalled_dead": sum(1 for j in recent_failed if j.failure_reason == "stalled"),

@@ -8,6 +8,7 @@ import uvicorn
 
 from tether._cli.common import connect
 from tether._config import Settings
+from tether._flowview import Declared
 from tether.dashboard._app import create_app
 from tether.stores._urls import redact
 
@@ -15,10 +16,10 @@ log = logging.getLogger("tether.dashboard")
 
 
 def run(url: str, *, settings: Settings, host: str, port: int, read_only: bool,
-        token: str | None, basic: str | None) -> int:
+        token: str | None, basic: str | None, limits: list[Declared] | None = None) -> int:
     connect(url).close()  # fail fast, with the CLI's exit codes, on a missing store
     app = create_app(lambda: connect(url), settings=settings, read_only=read_only, token=token,
-                     basic=basic)
+                     basic=basic, flow=limits)
     log.info("tether dashboard on http://%s:%d/ (store %s%s)", host, port, redact(url),
              ", read-only" if read_only else "")
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)

@@ -22,6 +22,10 @@ Invariants every store upholds (the contract suite in ``tests/contract/`` proves
 4. **The store's clock decides.** ``now=None`` means the store's own clock (PostgreSQL ``now()``,
    Redis ``TIME``, SQLite's ``julianday('now')``). Every time-dependent method takes an explicit
    ``now`` (epoch seconds, float) so tests drive time without patching anything.
+5. **Flow limits hold by construction.** A claim given ``flow`` limits (:class:`FlowLimit`)
+   never takes a job past a limit: the slots of a concurrency limit are the group's
+   ``running`` rows (live leases) and nothing else, so no counter can leak when a worker
+   dies; rate windows are the store's recorded starts on the store's clock.
 
 Counting rules (shared by ``finish`` and ``reap_expired`` so every path agrees):
 
@@ -42,6 +46,8 @@ Counting rules (shared by ``finish`` and ``reap_expired`` so every path agrees):
   ``reason``, ``at`` and ``owner`` (the lease's owner), from every path (finish, reap).
   Error text is stored through :func:`tether._text.clean_error`, so it reads back identically
   on every store.
+* ``snoozes`` counts ``snoozed`` outcomes (the handler asked to run later): not a failure,
+  not a stall, and not an attempt that counts (``tries``); no budget limits it.
 * A reaped, stalled or released job keeps its ``run_at``: it was due when claimed, so it is
   due again at once *and keeps its place in line*. (Setting ``run_at = now`` would send
   recovered jobs to the back of a backlog and break the recovery bound under load.)
@@ -90,6 +96,8 @@ from tether.stores._records import (
     CancelResult,
     Capabilities,
     FailureReason,
+    FlowLimit,
+    FlowScope,
     HeartbeatResult,
     JobFilter,
     JobRecord,
@@ -127,6 +135,8 @@ __all__ = [
     "CancelResult",
     "Capabilities",
     "FailureReason",
+    "FlowLimit",
+    "FlowScope",
     "HeartbeatResult",
     "JobFilter",
     "JobRecord",

@@ -16,7 +16,8 @@ JobStatus = Literal["pending", "running", "done", "failed", "cancelled"]
 FailureReason = Literal[
     "error", "stalled", "timeout", "unknown_task", "bad_arguments", "bad_result"
 ]
-OutcomeKind = Literal["done", "error", "dead", "cancelled", "released", "stalled"]
+OutcomeKind = Literal["done", "error", "dead", "cancelled", "released", "stalled", "snoozed"]
+FlowScope = Literal["task", "queue"]
 CancelResult = Literal["cancelled", "requested", "finished"]
 
 STATUSES: tuple[JobStatus, ...] = ("pending", "running", "done", "failed", "cancelled")
@@ -43,6 +44,10 @@ class NewJob:
     max_attempts: int = 5
     max_stalls: int = 3
     unique_key: str | None = None
+    #: The value the task's fleet-wide limits are partitioned by (issue #19), stored with the
+    #: job: the handler argument named by ``limit_key=`` as text, or the value given to
+    #: ``enqueue_with(limit_key=...)``. None: the job has no key.
+    limit_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +104,11 @@ class JobRecord:
     #: failover to an asynchronous standby, a Redis restart without persistence). Part of the
     #: dedup key, so that it never names two jobs.
     uid: str = ""
+    #: See :attr:`NewJob.limit_key`.
+    limit_key: str | None = None
+    #: Times a handler put this job back for later (``snoozed`` outcomes): neither failures
+    #: nor attempts that count (see :attr:`tries`).
+    snoozes: int = 0
 
     # Decoded views for users of ``App.get_job``; the fields stay JSON text across the seam.
     @property
@@ -113,10 +123,10 @@ class JobRecord:
 
     @property
     def tries(self) -> int:
-        """Attempts that count against ``max_attempts``: claims (``attempt``, the fence) less
-        the hand-backs (``interruptions``: released unrun by a process-pool child, or handed
-        back on shutdown). What ``tether jobs`` shows as the attempt."""
-        return max(0, self.attempt - self.interruptions)
+        """Attempts that count: claims (``attempt``, the fence) less the hand-backs
+        (``interruptions``: released unrun by a process-pool child, or handed back on
+        shutdown) and the snoozes. What ``tether jobs`` shows as the attempt."""
+        return max(0, self.attempt - self.interruptions - self.snoozes)
 
     @property
     def result_value(self) -> Any:
@@ -173,13 +183,20 @@ class Outcome:
       unchanged while ``stall_count < max_stalls`` and ``failures + stall_count <
       max_attempts`` (after the increment), else ``failed`` with ``reason`` (default
       ``stalled``). ``failures`` is unchanged. A cancel request sticks (``cancelled``).
+    * ``snoozed``: the handler put the job back for later (``tether.Snooze``): ``pending`` at
+      store now + ``retry_delay``, ``snoozes += 1``; ``failures``, ``stall_count`` and
+      ``interruptions`` unchanged (a snooze is not a failure and does not use an attempt:
+      see :attr:`JobRecord.tries`). Its record in ``errors`` has reason ``snoozed`` and the
+      given ``error`` text (``"snoozed"`` when None); ``last_error`` is left as it was. A
+      cancel request sticks.
 
     A batch is fenced outcome by outcome: a stale outcome next to the valid one for the same
     job is rejected and the valid one applied. The same outcome twice in one batch counts
     once and is reported like the first.
 
-    Every kind records ``error`` (when given) in ``last_error`` and appends it to ``errors``,
-    clears ``locked_by``/``lease_until`` and sets ``finished_at`` when the job became terminal.
+    Every kind but ``snoozed`` records ``error`` (when given) in ``last_error``; every kind
+    appends it to ``errors``, clears ``locked_by``/``lease_until`` and sets ``finished_at``
+    when the job became terminal.
     """
 
     lease: Lease
@@ -188,6 +205,41 @@ class Outcome:
     error: str | None = None
     reason: FailureReason | None = None
     retry_delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class FlowLimit:
+    """One fleet-wide limit a claimer asks the store to enforce (issue #19).
+
+    ``scope`` ``"task"``: the jobs whose task is ``name``; ``"queue"``: the jobs of queue
+    ``name``. ``concurrency``: at most this many of them ``running`` at once; ``rate`` with
+    ``per`` (seconds): at most ``rate`` starts (claims) in any window of ``per`` seconds.
+    ``per_key``: both hold per value of the job's ``limit_key`` instead of for the scope as a
+    whole (task scope only). How ``claim`` enforces them is in :meth:`Leases.claim`.
+
+    Why limits are an argument of the claim, not rows in the store: they are declared in the
+    application's code (``@app.task(concurrency=...)``, ``app.queue(...)``), which every
+    worker of a fleet runs; the store holds only what must be shared (running jobs and the
+    starts of rate-limited groups), so a limit needs no counter that a dead worker can leak.
+    """
+
+    scope: FlowScope
+    name: str
+    concurrency: int | None = None
+    rate: int | None = None
+    per: float = 0.0
+    per_key: bool = False
+
+    def group(self, limit_key: str | None) -> str:
+        """The name of the group a job with ``limit_key`` counts in under this limit: the
+        key of the store's start log for rate limits (``\\x1f`` cannot appear in names)."""
+        base = f"{self.scope}\x1f{self.name}"
+        if not self.per_key:
+            return base
+        return f"{base}\x1f" if limit_key is None else f"{base}\x1f={limit_key}"
+
+    def applies(self, task: str, queue: str) -> bool:
+        return self.name == (task if self.scope == "task" else queue)
 
 
 @dataclass(frozen=True, slots=True)

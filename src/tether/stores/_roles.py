@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from tether.stores._records import (
     CancelResult,
     Capabilities,
+    FlowLimit,
     HeartbeatResult,
     JobFilter,
     JobRecord,
@@ -127,6 +128,7 @@ class Leases(Basics, Protocol):
         *,
         now: float | None = None,
         request_id: str | None = None,
+        flow: Sequence[FlowLimit] = (),
     ) -> list[JobRecord]:
         """Claim up to ``limit`` due pending jobs of ``queues`` in one atomic write.
 
@@ -139,6 +141,32 @@ class Leases(Basics, Protocol):
         Order: priority, then run_at, then id. Claimed rows get status running,
         ``locked_by = owner``, ``lease_until = now + lease_ttl``, ``attempt += 1``,
         ``started_at = now``, ``cancel_requested = false``. Returned jobs show the new values.
+
+        ``flow``: the fleet-wide limits the claimer declares (issue #19). Empty: none, and the
+        claim is exactly the above (same statement, same cost). Otherwise a due pending job
+        ``j`` is *eligible* only while, for every limit ``L`` in ``flow`` that applies to it
+        (``L.applies(j.task, j.queue)``), with ``g = L.group(j.limit_key)``:
+
+        * ``running(g) + taken(g) < L.concurrency`` (when set): ``running(g)`` counts the jobs
+          of the group with status ``running``, every one, its lease expired or not (a slot
+          *is* a live lease: only leaving ``running`` frees it, by finish, cancel or the
+          reaper, so a dead worker's slot comes back exactly at the reap, and a zombie's
+          late, fenced-out write frees nothing); ``taken(g)``: jobs this claim already took.
+        * ``started(g) + taken(g) < L.rate`` (when set): ``started(g)`` counts the starts the
+          store recorded for ``g`` in ``(now - L.per, now]``. Every claim of a job records
+          one start (at the claim's ``now``) in each group of a rate limit that applies to it,
+          so a retry counts again; records older than the longest window may be dropped.
+
+        An ineligible job is skipped, never waited on: the claim takes the eligible jobs
+        behind it (no head-of-line blocking; a store that bounds how far it looks documents
+        the bound, at least 5,000 due jobs per queue). Eligible jobs are taken in order
+        (priority, rank, run_at, id), where rank is 1 for a job without a ``limit_key`` and,
+        for one with a key, its 1-based position among the due pending jobs of its (queue,
+        task, limit_key) in (priority, run_at, id) order: every key's first job before any
+        key's second (keys rotate within a queue), so a key with a backlog of thousands never
+        starves a key with a few.
+        Two limited claims never both take a group's last slot (they are serialized where
+        the store needs it: one lock, held for the claim's write only).
         """
         ...
 

@@ -41,9 +41,9 @@ Message = tuple[Header, list[str | None]]
 _JOB_FIELDS = ("id", "task", "queue", "status", "priority", "run_at", "attempt", "max_attempts",
                "failures", "stall_count", "max_stalls", "interruptions", "locked_by",
                "lease_until", "created_at", "started_at", "finished_at", "failure_reason",
-               "unique_key", "cancel_requested", "lease_token", "uid")
+               "unique_key", "cancel_requested", "lease_token", "uid", "limit_key", "snoozes")
 _ID, _ATTEMPT = _JOB_FIELDS.index("id"), _JOB_FIELDS.index("attempt")
-OUTCOME_KINDS = frozenset({"done", "error", "dead", "cancelled", "released"})
+OUTCOME_KINDS = frozenset({"done", "error", "dead", "cancelled", "released", "snoozed"})
 
 
 class ProtocolError(Exception):

@@ -17,12 +17,28 @@ from __future__ import annotations
 import heapq
 import secrets
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
 from tether import _clock as clock
 from tether._limits import check_json_text
-from tether.stores._contract import HeartbeatResult, JobRecord, Lease, Outcome, WorkerInfo
+from tether.stores._contract import (
+    FlowLimit,
+    HeartbeatResult,
+    JobRecord,
+    Lease,
+    Outcome,
+    WorkerInfo,
+)
+from tether.stores._flow import (
+    Cell,
+    FlowBook,
+    group_range,
+    longest_window,
+    ranked,
+    rate_groups,
+)
 from tether.stores._memory.rules import apply_outcome, replayed
 from tether.stores._memory.state import REQUEST_TTL, Shared, checked_request_id
 
@@ -34,6 +50,47 @@ def _held(db: Shared, lease: Lease) -> JobRecord | None:
             or job.locked_by != lease.owner or job.lease_token != lease.token):
         return None
     return job
+
+
+def _flow_choice(
+    db: Shared, flow: Sequence[FlowLimit], candidates: list[tuple[int, float, int]],
+    limit: int, t: float,
+) -> list[int]:
+    """The ids a claim with flow limits takes (the rules of ``Leases.claim``), in order, and
+    their starts recorded in the start log. Pure Python under the lock: the memory store
+    already looks at every due job of its queues."""
+    running: Counter[Cell] = Counter()
+    for job_id in db.running:
+        job = db.jobs[job_id]
+        running[(job.task, job.queue, job.limit_key)] += 1
+    started: dict[tuple[int, str], int] = {}
+    for i, limit_ in rate_groups(flow):
+        for group, log in db.starts.items():
+            lo, hi = group_range(limit_)
+            if lo <= group < hi:
+                started[(i, group)] = sum(1 for at in log if t - limit_.per < at <= t)
+    book = FlowBook(flow, running, started)
+    jobs = [db.jobs[job_id] for _, _, job_id in candidates]
+    rank = ranked((j.priority, j.run_at, j.id, (j.queue, j.task), j.limit_key) for j in jobs)
+    jobs.sort(key=lambda j: (j.priority, rank[j.id], j.run_at, j.id))
+    chosen: list[int] = []
+    for job in jobs:
+        if len(chosen) == limit:
+            break
+        if book.take(job.task, job.queue, job.limit_key):
+            chosen.append(job.id)
+            for group in book.starts(job.task, job.queue, job.limit_key):
+                db.starts.setdefault(group, []).append(t)
+    for _, limit_ in rate_groups(flow):
+        lo, hi = group_range(limit_)
+        horizon = t - longest_window(flow, limit_)
+        for group in [g for g in db.starts if lo <= g < hi]:
+            kept = [at for at in db.starts[group] if at > horizon]
+            if kept:
+                db.starts[group] = kept
+            else:
+                del db.starts[group]
+    return chosen
 
 
 class MemoryLeases:
@@ -50,6 +107,7 @@ class MemoryLeases:
     def claim(
         self, owner: str, queues: Sequence[str], limit: int, lease_ttl: float, *,
         now: float | None = None, request_id: str | None = None,
+        flow: Sequence[FlowLimit] = (),
     ) -> list[JobRecord]:
         """Claim in one step; every claimed row's token is ``nonce:id``. The nonce is the
         ``request_id`` when given (a repeat returns the jobs still running under it and
@@ -69,8 +127,10 @@ class MemoryLeases:
                     return sorted(got, key=lambda j: (j.priority, j.run_at, j.id))
             candidates = [key for q in dict.fromkeys(queues)
                           for key in db.pending.get(q, {}).values() if key[1] <= t]
+            chosen = (_flow_choice(db, flow, candidates, limit, t) if flow
+                      else [job_id for _, _, job_id in heapq.nsmallest(limit, candidates)])
             claimed = []
-            for _, _, job_id in heapq.nsmallest(limit, candidates):
+            for job_id in chosen:
                 job = replace(db.jobs[job_id], status="running", locked_by=owner,
                               lease_until=t + lease_ttl, attempt=db.jobs[job_id].attempt + 1,
                               started_at=t, cancel_requested=False,

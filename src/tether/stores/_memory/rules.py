@@ -15,7 +15,7 @@ from tether.stores._contract import JobRecord, JobStatus, Outcome
 #: The error record's reason when the outcome gives none.
 DEFAULT_REASON = {
     "error": "error", "dead": "error", "released": "released", "stalled": "stalled",
-    "cancelled": "cancelled", "done": "done",
+    "cancelled": "cancelled", "done": "done", "snoozed": "snoozed",
 }
 
 
@@ -44,7 +44,7 @@ def next_status(job: JobRecord, kind: str) -> JobStatus:
         return "failed"
     if job.cancel_requested:
         return "cancelled"
-    if kind == "released":
+    if kind in ("released", "snoozed"):
         return "pending"
     if kind == "stalled":
         stalls = job.stall_count + 1
@@ -59,18 +59,22 @@ def apply_outcome(job: JobRecord, o: Outcome, now: float) -> JobRecord:
     error = clean_optional(o.error)
     reason = o.reason or DEFAULT_REASON[o.kind]
     run_at = job.run_at
-    if status == "pending" and (o.kind == "error" or (o.kind == "released"
-                                                      and o.retry_delay > 0)):
+    if status == "pending" and (o.kind in ("error", "snoozed") or (o.kind == "released"
+                                                                   and o.retry_delay > 0)):
         run_at = now + float(o.retry_delay)
+    snoozed = o.kind == "snoozed"
+    if snoozed and error is None:
+        error = "snoozed"  # a snooze is always on record, but is never the last error
     return replace(
         job,
         status=status,
         failures=job.failures + (o.kind in ("error", "dead")),
         interruptions=job.interruptions + (o.kind == "released"),
         stall_count=job.stall_count + (o.kind == "stalled"),
+        snoozes=job.snoozes + snoozed,
         run_at=run_at,
         result=o.result if o.kind == "done" else job.result,
-        last_error=error if error is not None else job.last_error,
+        last_error=error if error is not None and not snoozed else job.last_error,
         errors=job.errors if error is None else error_record(job, error, reason, now),
         failure_reason=reason if status == "failed" else job.failure_reason,
         finished_at=now if status in ("done", "failed", "cancelled") else job.finished_at,

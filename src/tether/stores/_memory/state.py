@@ -54,6 +54,9 @@ class Shared:
         #: queue -> {job id: (priority, run_at, id)} of pending jobs: the claim's candidates.
         self.pending: dict[str, dict[int, tuple[int, float, int]]] = {}
         self.running: set[int] = set()
+        #: Start log of rate-limited flow groups (issue #19): group -> claim times, oldest
+        #: first; entries older than the group's longest window are dropped as claims go.
+        self.starts: dict[str, list[float]] = {}
         self.live_keys: dict[str, int] = {}  # unique_key -> its live (pending/running) job
         self.requests: dict[tuple[str, str], tuple[list[int], float]] = {}
         self.leaders: dict[str, tuple[str | None, int, float]] = {}
@@ -117,7 +120,7 @@ class Shared:
             created_at=t, started_at=None, finished_at=None, last_error=None,
             failure_reason=None, result=None, checkpoint=None, progress=None,
             unique_key=new.unique_key, cancel_requested=False, errors="[]", lease_token=None,
-            uid=secrets.token_hex(16))
+            uid=secrets.token_hex(16), limit_key=new.limit_key, snoozes=0)
         self.put(job)
         return job.id
 

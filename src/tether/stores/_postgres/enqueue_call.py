@@ -43,7 +43,7 @@ def enqueue_call(
         params = {**base, "task": job.task, "payload": job.payload, "queue": job.queue,
                   "priority": job.priority, "run_at": job.run_at,
                   "delay": float(job.delay), "max_attempts": job.max_attempts,
-                  "max_stalls": job.max_stalls}
+                  "max_stalls": job.max_stalls, "limit_key": job.limit_key}
         return EnqueueCall("enqueue_one", params, None)
     # Repeated unique_keys within the batch fold onto their first occurrence here, so the
     # statement's ON CONFLICT never meets the same key twice.
@@ -69,6 +69,7 @@ def enqueue_call(
         "max_attempts": [j.max_attempts for j in sent],
         "max_stalls": [j.max_stalls for j in sent],
         "unique_keys": [j.unique_key for j in sent],
+        "limit_keys": [j.limit_key for j in sent],
     }
     return EnqueueCall("enqueue", params, slot)
 

@@ -30,15 +30,24 @@ from typing import Any
 from tether import _limits as limits
 from tether._errors import ConfigError
 from tether._text import clean_error
-from tether.stores._contract import HeartbeatResult, JobRecord, Lease, Outcome, WorkerInfo
+from tether.stores._contract import (
+    FlowLimit,
+    HeartbeatResult,
+    JobRecord,
+    Lease,
+    Outcome,
+    WorkerInfo,
+)
 from tether.stores._postgres.connection import Conn
+from tether.stores._postgres.flow import flow_claim
 from tether.stores._postgres.listen import Listener
 from tether.stores._postgres.plumbing import Plumbing
 from tether.stores._records import job_of
 
-_KINDS = frozenset({"done", "error", "dead", "cancelled", "released", "stalled"})
+_KINDS = frozenset({"done", "error", "dead", "cancelled", "released", "stalled", "snoozed"})
 _REASON = {"error": "error", "dead": "error", "released": "released",
-           "cancelled": "cancelled", "done": "done", "stalled": "stalled"}
+           "cancelled": "cancelled", "done": "done", "stalled": "stalled",
+           "snoozed": "snoozed"}
 
 
 class PostgresLeases(Plumbing):
@@ -55,6 +64,7 @@ class PostgresLeases(Plumbing):
         *,
         now: float | None = None,
         request_id: str | None = None,
+        flow: Sequence[FlowLimit] = (),
     ) -> list[JobRecord]:
         if limit <= 0 or not queues:
             return []
@@ -64,7 +74,9 @@ class PostgresLeases(Plumbing):
         request = None if request_id is None else f"claim:{request_id}"
         params: dict[str, Any] = {"owner": owner, "limit": limit, "ttl": lease_ttl, "now": now,
                                   "nonce": nonce, "request": request}
-        if len(set(queues)) == 1:
+        if flow:  # a separate statement set (flow.py): the plain claim stays as it was
+            rows = flow_claim(self, flow, queues, params)
+        elif len(set(queues)) == 1:
             params["queue"] = queues[0]
             rows = self._rows("claim", params)
         else:
@@ -128,7 +140,7 @@ class PostgresLeases(Plumbing):
             {"id": o.lease.job_id, "attempt": o.lease.attempt, "owner": o.lease.owner,
              "token": o.lease.token, "kind": o.kind, "result": o.result,
              "error": None if o.error is None else clean_error(o.error),
-             "reason": o.reason or _REASON[o.kind], "retry_delay": float(o.retry_delay),
+             "reason": _reason(o), "retry_delay": float(o.retry_delay),
              "digest": first_digest[o.lease]}
             for o in ordered
         ])
@@ -186,6 +198,14 @@ class PostgresLeases(Plumbing):
     def notify(self, queues: Sequence[str]) -> None:
         if queues:
             self._rows("notify", {"channel": self.channel, "queues": sorted(set(queues))})
+
+
+def _reason(outcome: Outcome) -> str:
+    """The reason written to the outcome's error record: a snooze's record always says
+    ``snoozed`` (the contract), other kinds take the given reason or their default."""
+    if outcome.kind == "snoozed":
+        return "snoozed"
+    return outcome.reason or _REASON[outcome.kind]
 
 
 def _leases(rows: list[tuple[Any, ...]]) -> set[Lease]:

@@ -24,7 +24,8 @@ SELECT id, task, queue, payload, status, priority, extract(epoch FROM run_at)::f
        extract(epoch FROM lease_until)::float8, extract(epoch FROM created_at)::float8,
        extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8,
        last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors::text, lease_token, replace(uid::text, '-', '')
+       cancel_requested, errors::text, lease_token, replace(uid::text, '-', ''), limit_key,
+       snoozes
 FROM {schema}.jobs
 WHERE id < %(cursor)s::bigint
   AND (%(status)s::text IS NULL OR status = %(status)s::text)
@@ -41,7 +42,8 @@ SELECT id, task, queue, payload, status, priority, extract(epoch FROM run_at)::f
        extract(epoch FROM lease_until)::float8, extract(epoch FROM created_at)::float8,
        extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8,
        last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors::text, lease_token, replace(uid::text, '-', '')
+       cancel_requested, errors::text, lease_token, replace(uid::text, '-', ''), limit_key,
+       snoozes
 FROM {schema}.jobs
 WHERE id > %(cursor)s::bigint
   AND (%(status)s::text IS NULL OR status = %(status)s::text)

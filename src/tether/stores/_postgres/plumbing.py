@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 
 from tether._errors import StoreError, StoreUnavailable
+from tether.stores._incident_watch import Watched
 from tether.stores._postgres import statements
 from tether.stores._postgres.connection import Conn, Connector
 from tether.stores._postgres.watch import FailoverWatch, Sighting
@@ -27,8 +28,10 @@ RACE_RETRIES = 5
 Row = tuple[Any, ...]
 
 
-class Plumbing:
+class Plumbing(Watched):
     """The connection side of :class:`~tether.stores._postgres.store.PostgresStore`."""
+
+    _watch: FailoverWatch
 
     def __init__(self, url: str, **options: Any) -> None:
         self._connector = Connector(url, **options)
@@ -41,15 +44,6 @@ class Plumbing:
         self.queries = statements.for_schema(self.schema)
         self._watch = FailoverWatch(f"{redact(url)} schema {self.schema!r}")
         self._connector.on_connect = self._watch.soon
-
-    @property
-    def check_interval(self) -> float:
-        """Seconds between looks for a failover / data loss on enqueue, claim and heartbeat."""
-        return self._watch.interval
-
-    @check_interval.setter
-    def check_interval(self, seconds: float) -> None:
-        self._watch.interval = seconds
 
     def _rows(self, name: str, params: dict[str, Any], conn: Conn | None = None) -> list[Row]:
         """Run one named statement on a pool connection, or on the caller's (inside its

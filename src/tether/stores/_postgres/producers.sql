@@ -31,11 +31,11 @@ WITH clock AS (
     SELECT job_ids FROM {schema}.requests WHERE id = %(request_id)s::text
 ), inserted AS (
     INSERT INTO {schema}.jobs (task, payload, queue, priority, run_at, max_attempts,
-                               max_stalls, created_at)
+                               max_stalls, created_at, limit_key)
     SELECT %(task)s, %(payload)s, %(queue)s, %(priority)s,
            coalesce(to_timestamp(%(run_at)s::float8),
                     c.ts + %(delay)s::float8 * interval '1 second'),
-           %(max_attempts)s, %(max_stalls)s, c.ts
+           %(max_attempts)s, %(max_stalls)s, c.ts, %(limit_key)s::text
     FROM clock c
     WHERE NOT EXISTS (SELECT 1 FROM prior)
     RETURNING id, queue, run_at <= created_at AS due, created_at
@@ -72,16 +72,17 @@ WITH clock AS (
     SELECT nextval('{schema}.jobs_id_seq') AS id, i.*
     FROM unnest(%(tasks)s::text[], %(payloads)s::text[], %(queues)s::text[],
                 %(priorities)s::int[], %(run_ats)s::float8[], %(delays)s::float8[],
-                %(max_attempts)s::int[], %(max_stalls)s::int[], %(unique_keys)s::text[])
+                %(max_attempts)s::int[], %(max_stalls)s::int[], %(unique_keys)s::text[],
+                %(limit_keys)s::text[])
          WITH ORDINALITY AS i(task, payload, queue, priority, run_at, delay, max_attempts,
-                              max_stalls, unique_key, ord)
+                              max_stalls, unique_key, limit_key, ord)
     WHERE NOT EXISTS (SELECT 1 FROM prior)
 ), inserted AS (
     INSERT INTO {schema}.jobs AS j (id, task, payload, queue, priority, run_at, max_attempts,
-                                    max_stalls, unique_key, created_at)
+                                    max_stalls, unique_key, created_at, limit_key)
     SELECT i.id, i.task, i.payload, i.queue, i.priority,
            coalesce(to_timestamp(i.run_at), c.ts + i.delay * interval '1 second'),
-           i.max_attempts, i.max_stalls, i.unique_key, c.ts
+           i.max_attempts, i.max_stalls, i.unique_key, c.ts, i.limit_key
     FROM input i CROSS JOIN clock c
     ORDER BY i.ord
     ON CONFLICT (unique_key) WHERE status IN ('pending', 'running') AND unique_key IS NOT NULL

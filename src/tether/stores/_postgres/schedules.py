@@ -31,7 +31,7 @@ def _enqueue_params(job: NewJob, channel: str, now: float | None) -> dict[str, A
         "tasks": [job.task], "payloads": [job.payload], "queues": [job.queue],
         "priorities": [job.priority], "run_ats": [job.run_at], "delays": [float(job.delay)],
         "max_attempts": [job.max_attempts], "max_stalls": [job.max_stalls],
-        "unique_keys": [job.unique_key],
+        "unique_keys": [job.unique_key], "limit_keys": [job.limit_key],
     }
 
 

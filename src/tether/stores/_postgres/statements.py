@@ -14,8 +14,8 @@ from psycopg import sql
 from tether.stores import _queries as named
 
 PACKAGE = "tether.stores._postgres"
-FILES = ("queries.sql", "producers.sql", "admin.sql", "ops.sql", "aio.sql", "schedules.sql",
-         "identity.sql")
+FILES = ("queries.sql", "flow.sql", "producers.sql", "admin.sql", "ops.sql", "aio.sql",
+         "schedules.sql", "identity.sql")
 
 
 def _load() -> dict[str, str]:

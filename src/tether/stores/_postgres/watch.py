@@ -19,35 +19,19 @@ The look costs one round trip and runs at most every ``interval`` seconds, on th
 of whatever store call comes next and before that call's statement; and at once after the
 store saw a connection error or opened a new connection (a failover cuts every connection, and
 a multi-host URL reconnects to another server), so the first id drawn from a promoted standby
-comes after the look.
+comes after the look. When to look, and logging an incident once per process, are shared
+with Redis's watch (``_incident_watch.py``); this module holds what PostgreSQL is judged by.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
+from tether.stores._incident_watch import CHECK_INTERVAL, IncidentWatch, first_report
+
 log = logging.getLogger("tether.store.postgres")
-
-#: Seconds between two looks at the server on the hot path.
-CHECK_INTERVAL = 5.0
-
-#: Incidents already logged by this process: a worker's fetcher, heartbeater and maintainer
-#: stores all notice the same one; one line per process is enough.
-_reported: set[tuple[str, str, str]] = set()
-_reported_lock = threading.Lock()
-
-
-def _first_report(where: str, what: str, which: str) -> bool:
-    key = (where, what, which)
-    with _reported_lock:
-        if key in _reported:
-            return False
-        _reported.add(key)
-        return True
 
 
 class Sighting:
@@ -63,40 +47,21 @@ class Sighting:
         self.has_identity = row[0] is not None
 
 
-class FailoverWatch:
-    """What this store saw of the server last: the epoch, the timeline, the newest ids."""
+class FailoverWatch(IncidentWatch):
+    """What this store saw of the server last: the epoch, the timeline, the newest ids; it
+    notices "data_loss" and "failover"."""
 
     def __init__(self, where: str) -> None:
-        self.where = where  # the redacted URL and schema, for log lines
-        self.interval = CHECK_INTERVAL
-        self.epoch = ""
+        super().__init__(where, log)  # where: the redacted URL and schema
         self.timeline: int | None = None
         #: The newest id this process saw handed out (enqueue, claim), and the newest claimed
         #: job's (id, uid).
         self.newest_id = 0
         self.newest_claimed: tuple[int, str] = (0, "")
-        self._due = 0.0
-        self._lock = threading.Lock()
-        #: What this store noticed so far ("data_loss", "failover"), oldest first.
-        self.noticed: list[str] = []
-
-    def due(self) -> bool:
-        """True (once) when it is time to look again; the caller then observes."""
-        now = time.monotonic()
-        with self._lock:
-            if now < self._due:
-                return False
-            self._due = now + self.interval
-            return True
-
-    def soon(self) -> None:
-        """Look at the next chance (after a connection error: the server may have failed over)."""
-        with self._lock:
-            self._due = 0.0
 
     def failed(self, exc: Exception) -> None:
         """The look itself was refused: no failover can be noticed; said once per process."""
-        if _first_report(self.where, "refused", type(exc).__name__):
+        if first_report(self.where, "refused", type(exc).__name__):
             log.warning("postgresql %s: cannot look for failovers and the data loss they "
                         "cause (%s); tether's dedup keys stay distinct all the same",
                         self.where, exc)
@@ -142,28 +107,23 @@ class FailoverWatch:
         """Take what ``observe`` found and log what changed since this store last looked."""
         with self._lock:
             old_timeline = self.timeline
-            if seen.epoch:
-                self.epoch = seen.epoch
             if seen.timeline is not None:
                 self.timeline = seen.timeline
+            self._take(seen.epoch, "data_loss" if lost else "failover" if moved else None)
             if lost:
-                self.noticed.append("data_loss")
                 # Ids up to what the server knows now are its own: judge the next look afresh.
                 self.newest_id = seen.last_id or 0
                 self.newest_claimed = (0, "")
-            elif moved:
-                self.noticed.append("failover")
         if lost:
-            if _first_report(self.where, "lost", seen.epoch or ""):
-                log.error(
-                    "postgresql %s: the server failed over to a standby that had not received "
-                    "the last commits, and tether's data was lost: jobs enqueued, claimed or "
-                    "finished just before are gone and job ids are being handed out again "
-                    "(dedup keys stay distinct: they carry the job's uid). Use synchronous "
-                    "replication for a queue (docs/guarantees.md).",
-                    self.where,
-                )
-        elif moved and _first_report(self.where, "failover", str(seen.timeline)):
+            self._say_lost(
+                seen.epoch or "",
+                "postgresql %s: the server failed over to a standby that had not received "
+                "the last commits, and tether's data was lost: jobs enqueued, claimed or "
+                "finished just before are gone and job ids are being handed out again "
+                "(dedup keys stay distinct: they carry the job's uid). Use synchronous "
+                "replication for a queue (docs/guarantees.md).",
+            )
+        elif moved and first_report(self.where, "failover", str(seen.timeline)):
             log.warning(
                 "postgresql %s: the server failed over (timeline %s -> %s); no loss of "
                 "tether's data was seen", self.where, old_timeline, seen.timeline,

@@ -72,7 +72,9 @@ end
 -- Append one {"attempt","error","reason","at","owner"} record (the one shape every store
 -- writes, from finish and reap alike) to the job's errors JSON text without decoding it (cjson
 -- would re-format numbers); cjson only quotes the strings. The caller cleaned the error text.
-local function add_error(id, attempt, err, reason, now_s, owner)
+-- keep_last: the record goes to errors only and last_error stays as it was (a snooze is not
+-- an error, see finish.lua).
+local function add_error(id, attempt, err, reason, now_s, owner, keep_last)
   local k = jk(id)
   local rec = '{"attempt":' .. attempt .. ',"error":' .. cjson.encode(err) .. ',"reason":'
     .. (reason and cjson.encode(reason) or 'null') .. ',"at":' .. now_s .. ',"owner":'
@@ -80,7 +82,8 @@ local function add_error(id, attempt, err, reason, now_s, owner)
   local errs = redis.call('HGET', k, 'errors')
   if not errs or errs == '[]' then errs = '[' .. rec .. ']'
   else errs = string.sub(errs, 1, -2) .. ',' .. rec .. ']' end
-  redis.call('HSET', k, 'errors', errs, 'last_error', err)
+  if keep_last then redis.call('HSET', k, 'errors', errs)
+  else redis.call('HSET', k, 'errors', errs, 'last_error', err) end
 end
 
 -- The fence: (id, attempt, owner, token) and status running. The token ('<nonce>:<id>', the
@@ -162,14 +165,15 @@ local function announce()
   if #ENDED > 0 then redis.call('PUBLISH', P .. ':done', table.concat(ENDED, ',')) end
 end
 
--- Enqueue (enqueue.lua, schedule_tick.lua): a batch of jobs given as 10 ARGV fields each from
+-- Enqueue (enqueue.lua, schedule_tick.lua): a batch of jobs given as 12 ARGV fields each from
 -- index `first` on: task, payload, queue, priority, run_at|'', delay, max_attempts, max_stalls,
--- has_unique, key. One definition, so a scheduled job keeps every enqueue rule.
+-- has_unique, key, has_limit_key, limit_key. One definition, so a scheduled job keeps every
+-- enqueue rule. The has_* flags exist because '' is a valid key, distinct from none.
 -- All or nothing: Redis never rolls a script back, so a job that fails half-way would leave
 -- the jobs before it (and its own hash) behind. enqueue_check therefore checks every job of
 -- the batch BEFORE the first write (the store checked them with tether._limits already; this is
 -- the last line, for values only Lua sees: numbers it cannot parse, nan, inf).
-local ENQ_N = 10
+local ENQ_N = 12
 local MAX_INT32, MAX_EPOCH, MAX_DELAY = 2147483647, 253402300799, 3155760000
 
 local function finite(x, low, high) return x ~= nil and x == x and x >= low and x <= high end
@@ -241,6 +245,8 @@ local function enqueue_insert(first, now, now_s)
         'max_stalls', ARGV[i + 7], 'interruptions', 0, 'created_at', now_s,
         'cancel_requested', 0, 'errors', '[]',
         'uid', string.sub(redis.sha1hex(salt .. id), 1, 32))
+      -- limit_key (issue 19): absent field = None; '' is a key of its own, so the flag decides
+      if ARGV[i + 10] == '1' then redis.call('HSET', k, 'limit_key', ARGV[i + 11]) end
       if ukey then
         redis.call('HSET', k, 'unique_key', ukey)
         redis.call('HSET', P .. ':unique', ukey, id)

@@ -3,7 +3,7 @@
 -- schedule_tick.lua): every job is checked before the first write, so a batch is all or nothing.
 -- Replays: with a request id, the ids are stored under P:req:enqueue:<rid> in this same
 -- script; a repeat of the call answers from it and inserts nothing.
--- ARGV: P, now|'', rid|'', rid_ttl_ms, then per job the 10 fields of enqueue_check.
+-- ARGV: P, now|'', rid|'', rid_ttl_ms, then per job the 12 fields of enqueue_check.
 -- Returns the ids in input order (integers).
 local now, now_s = clock(ARGV[2])
 local rid, rid_ttl = ARGV[3], ARGV[4]

@@ -13,7 +13,9 @@
 --   max_attempts, else failed; dead -> failures + 1 and failed at once;
 --   stalled -> stall_count + 1, pending with run_at unchanged while stall_count < max_stalls
 --   and failures + stall_count < max_attempts (the rule of reap.lua), else failed.
---   A cancel request sticks: error, stalled and released end the job 'cancelled' instead of
+--   snoozed (issue 19) -> pending at now + retry_delay, snoozes + 1, nothing else counted;
+--   its errors record (reason 'snoozed', the error text or 'snoozed') leaves last_error be.
+--   A cancel request sticks: error, stalled, released and snoozed end the job 'cancelled' instead of
 --   pending or failed-by-budget; done stays done, dead stays failed.
 -- Error records carry the lease's owner and the reason (given, else by kind).
 -- ARGV: P, now|'', then per outcome 11 fields:
@@ -43,7 +45,15 @@ for i = 3, #ARGV, 11 do
     local cancel = v[11] == '1'
     local reason = ARGV[i + 9]
     if reason == '' then reason = DEFAULT_REASON[kind] end
-    if ARGV[i + 7] == '1' then add_error(id, attempt, ARGV[i + 8], reason, now_s, owner) end
+    if kind == 'snoozed' then
+      -- a snooze is always on record (when and by whom it was put back) but is no error:
+      -- reason fixed, text defaulted, last_error kept
+      local text = ARGV[i + 8]
+      if ARGV[i + 7] ~= '1' then text = 'snoozed' end
+      add_error(id, attempt, text, 'snoozed', now_s, owner, true)
+    elseif ARGV[i + 7] == '1' then
+      add_error(id, attempt, ARGV[i + 8], reason, now_s, owner)
+    end
     unlock(id)
     local delay = tonumber(ARGV[i + 10])
     if kind == 'done' then
@@ -62,6 +72,19 @@ for i = 3, #ARGV, 11 do
           redis.call('HSET', k, 'run_at', fmt(run_at))
         end
         redis.call('HSET', k, 'status', 'pending')
+        move_idx(id, q, 'running', 'pending')
+        add_pending(id, q, prio, run_at)
+        woken[q] = true
+      end
+    elseif kind == 'snoozed' then
+      -- counted apart (snoozes), so neither the failure budget nor tries is used
+      redis.call('HINCRBY', k, 'snoozes', 1)
+      if cancel then
+        terminate(id, q, 'running', 'cancelled', now, now_s, ukey)
+      else
+        -- due again after the handler's delay, on the store's clock
+        local run_at = now + delay
+        redis.call('HSET', k, 'status', 'pending', 'run_at', fmt(run_at))
         move_idx(id, q, 'running', 'pending')
         add_pending(id, q, prio, run_at)
         woken[q] = true

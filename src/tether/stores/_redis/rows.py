@@ -14,9 +14,9 @@ from typing import Any, cast
 
 from tether._errors import StoreError
 from tether._text import clean_error
-from tether.stores._contract import JobRecord, JobStatus, Lease, NewJob, Outcome
+from tether.stores._contract import FlowLimit, JobRecord, JobStatus, Lease, NewJob, Outcome
 
-ENQUEUE_FIELDS = 10
+ENQUEUE_FIELDS = 12
 FINISH_FIELDS = 11
 
 
@@ -43,6 +43,23 @@ def enqueue_args(jobs: Sequence[NewJob]) -> list[str]:
             str(int(job.max_stalls)),
             "0" if job.unique_key is None else "1",
             job.unique_key or "",
+            "0" if job.limit_key is None else "1",
+            job.limit_key or "",
+        ]
+    return args
+
+
+def flow_args(flow: Sequence[FlowLimit]) -> list[str]:
+    """claim_flow.lua's limits: their count, then six fields each ('' = not set)."""
+    args = [str(len(flow))]
+    for f in flow:
+        args += [
+            f.scope,
+            f.name,
+            "" if f.concurrency is None else str(int(f.concurrency)),
+            "" if f.rate is None else str(int(f.rate)),
+            num(f.per),
+            "1" if f.per_key else "0",
         ]
     return args
 
@@ -124,6 +141,9 @@ def _job(d: dict[str, str]) -> JobRecord:
         errors=d.get("errors", "[]"),
         lease_token=d.get("lease_token"),
         uid=d.get("uid") or legacy_uid(d),
+        # absent in hashes written before issue 19: None and 0
+        limit_key=d.get("limit_key"),
+        snoozes=int(d.get("snoozes", "0")),
     )
 
 

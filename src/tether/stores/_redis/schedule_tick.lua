@@ -8,7 +8,7 @@
 -- latest tick was recorded, kept in this never-pruned hash so a later leader can tell a
 -- deploy changed the schedule even once the pruner removed its last job.
 -- ARGV: P, now|'', name, tick, spec ('' keeps the recorded one, else '=' .. spec), then 0 or
--- 10 job fields (see enqueue_check).
+-- 12 job fields (see enqueue_check).
 -- Returns the job id, or -1 when the tick was taken already / a skip was recorded.
 local now, now_s = clock(ARGV[2])
 room()  -- at the memory limit, fail here before the first write (_lib.lua)

@@ -39,7 +39,10 @@ written outside ``P:``::
     P:prios:{queue}               zset     priority levels with pending jobs (score = member)
     P:pending:{queue}:{priority}  zset     pending jobs, score run_at, member id zero-padded
                                            to 16 digits (equal run_at tie-breaks by id)
-    P:running                     zset     running jobs, score lease_until (the reaper range)
+    P:running                     zset     running jobs, score lease_until (the reaper range;
+                                           also the slots of concurrency limits, claim_flow)
+    P:flow:starts:{group}         zset     starts of a rate-limited group (FlowLimit.group),
+                                           member <nonce>:<id>, score the claim's now
     P:idx:{queue}:{status}        zset     job ids by status, score id (list_jobs, counts)
     P:finished:{status}           zset     terminal jobs, score finished_at (prune range)
     P:unique                      hash     unique_key -> id of its live (non-terminal) job
@@ -73,6 +76,7 @@ from typing import Any
 
 from tether._errors import StoreError, StoreFull, StoreUnavailable
 from tether.stores._contract import Capabilities
+from tether.stores._incident_watch import Watched
 from tether.stores._redis import calls
 from tether.stores._redis import memory as _memory
 from tether.stores._redis import url as _url
@@ -90,17 +94,18 @@ from tether.stores._redis.watch import ServerWatch
 
 DEFAULT_PREFIX = _url.DEFAULT_PREFIX
 _SCRIPTS = (
-    "enqueue", "claim", "heartbeat", "finish", "reap", "cancel", "retry_failed",
+    "enqueue", "claim", "claim_flow", "heartbeat", "finish", "reap", "cancel", "retry_failed",
     "fenced_write", "prune", "leader_acquire", "leader_renew", "leader_release",
     "worker_register", "worker_unregister", "list_jobs", "counts", "observe",
 )  # fmt: skip
 
 
 class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, RedisSchedules,
-                 RedisAdmin):
+                 RedisAdmin, Watched):
     """A tether store on a standalone Redis >= 5 (or Valkey); see the module docstring."""
 
     kind = "redis"
+    _watch: ServerWatch
     #: No transactional enqueue or completion: Redis has no transaction a caller's own
     #: commands and the store's scripts could share.
     capabilities = Capabilities()
@@ -122,15 +127,6 @@ class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, Redi
                             done_channel=f"{self.prefix}:done")
         self._marks = threading.local()  # per thread: wake-up mark taken before its claim
         self._flagged = False  # ALLOW_OOM scripts chosen for this server (_flag_scripts)
-
-    @property
-    def check_interval(self) -> float:
-        """Seconds between looks for a server restart / data loss on claim and heartbeat."""
-        return self._watch.interval
-
-    @check_interval.setter
-    def check_interval(self, seconds: float) -> None:
-        self._watch.interval = seconds
 
     def _run(self, name: str, *args: Any) -> Any:
         if name in ALLOW_OOM and not self._flagged:

@@ -6,65 +6,30 @@ ids, but jobs were lost and people must learn it: every process whose store live
 incident logs it once at ERROR (logger ``tether.store.redis``), and ``P:incidents`` counts it
 once for ``tether stats``. The look (``observe.lua``) costs one round trip and runs at most
 every ``interval`` seconds on the worker's hot calls (claim, heartbeat), and at once after the
-store saw a connection error (a restart always cuts connections).
+store saw a connection error (a restart always cuts connections). When to look, and logging
+an incident once per process, are shared with PostgreSQL's watch (``_incident_watch.py``).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
+from tether.stores._incident_watch import IncidentWatch, first_report
+
 log = logging.getLogger("tether.store.redis")
 
-#: Seconds between two looks at the server on the hot path.
-CHECK_INTERVAL = 5.0
 
-#: Incidents already logged by this process: several stores of one worker (fetcher,
-#: heartbeater, maintainer) notice the same incident; one ERROR line per process is enough.
-_reported: set[tuple[str, str, str]] = set()
-_reported_lock = threading.Lock()
-
-
-def _first_report(where: str, what: str, which: str) -> bool:
-    key = (where, what, which)
-    with _reported_lock:
-        if key in _reported:
-            return False
-        _reported.add(key)
-        return True
-
-
-class ServerWatch:
-    """What this store saw of the server last: the prefix's epoch and the server's run id."""
+class ServerWatch(IncidentWatch):
+    """What this store saw of the server last: the prefix's epoch and the server's run id; it
+    notices "data_loss" and "restart"."""
 
     def __init__(self, where: str) -> None:
-        self.where = where  # "<url> prefix <p>", for log lines (no password)
-        self.interval = CHECK_INTERVAL
-        self.epoch = ""
+        super().__init__(where, log)  # where: "<url> prefix <p>" (no password)
         self.run_id = ""
-        self._due = 0.0
-        self._lock = threading.Lock()
-        #: What this store noticed so far ("data_loss", "restart"), oldest first.
-        self.noticed: list[str] = []
         #: Job hashes found gone so far (P:incidents.missing_jobs); None before the first look.
         self.missing: int | None = None
-
-    def due(self) -> bool:
-        """True (once) when it is time to look again; the caller then calls ``observe``."""
-        now = time.monotonic()
-        with self._lock:
-            if now < self._due:
-                return False
-            self._due = now + self.interval
-            return True
-
-    def soon(self) -> None:
-        """Look at the next chance (after a connection error: the server may have restarted)."""
-        with self._lock:
-            self._due = 0.0
 
     def known(self) -> tuple[str, str]:
         with self._lock:
@@ -77,25 +42,19 @@ class ServerWatch:
         with self._lock:
             seen_missing, self.missing = self.missing, missing
             old_run = self.run_id
-            if epoch:
-                self.epoch = epoch
             if run_id:
                 self.run_id = run_id
-            if lost:
-                self.noticed.append("data_loss")
-            elif restarted:
-                self.noticed.append("restart")
+            self._take(epoch, "data_loss" if lost else "restart" if restarted else None)
         if lost:
-            if _first_report(self.where, "lost", epoch):
-                log.error(
-                    "redis %s: tether's data was lost (the server restarted without "
-                    "persistence, was flushed, or failed over to an empty replica): jobs "
-                    "enqueued, claimed or finished before are gone and job ids are being handed "
-                    "out again. Claims held from before stay fenced off. Turn on appendonly "
-                    "(docs/stores.md).",
-                    self.where,
-                )
-        elif restarted and _first_report(self.where, "restart", run_id):
+            self._say_lost(
+                epoch,
+                "redis %s: tether's data was lost (the server restarted without "
+                "persistence, was flushed, or failed over to an empty replica): jobs "
+                "enqueued, claimed or finished before are gone and job ids are being handed "
+                "out again. Claims held from before stay fenced off. Turn on appendonly "
+                "(docs/stores.md).",
+            )
+        elif restarted and first_report(self.where, "restart", run_id):
             log.error(
                 "redis %s: the server restarted or failed over (run_id %s -> %s); writes it "
                 "acknowledged in its last moments may be lost unless appendfsync is always "
@@ -103,7 +62,7 @@ class ServerWatch:
                 self.where, old_run[:8], run_id[:8],
             )
         if seen_missing is not None and missing > seen_missing and \
-                _first_report(self.where, "missing", str(missing)):
+                first_report(self.where, "missing", str(missing)):
             log.warning(
                 "redis %s: %d job(s) whose data was gone (evicted, or deleted by hand) were "
                 "dropped from the queue (%d so far); their jobs are lost. Set maxmemory-policy "

@@ -138,6 +138,9 @@ class Connections:
         """This thread's connection, opened on first use."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None or self._closed:
+            if conn is not None:  # closed meanwhile: close(), in another thread, left it to us
+                self._local.conn = None
+                conn.close()
             conn = self._open()
         else:
             self.check_file()
@@ -259,10 +262,21 @@ class Connections:
         return int(row[0])
 
     def close(self) -> None:
+        """Close this thread's connection and those of ended threads; a connection another
+        live thread owns is left to it (closed at its next call, or when the thread ends).
+
+        Why: closing a connection from one thread while its owner is inside a call on it
+        frees what that call is still using, and CPython's sqlite3 crashes the process
+        (a segfault, seen when a store was closed while an async producer's waiter polled).
+        """
+        me = threading.current_thread()
         with self._lock:
             self._closed = True
             conns, self._all = self._all, []
-        for conn, _ in conns:
+        for conn, ref in conns:
+            owner = ref()
+            if owner is not None and owner is not me and owner.is_alive():
+                continue  # its owner may be stepping a statement right now
             try:
                 conn.close()
             except sqlite3.Error:  # pragma: no cover - closing is best effort

@@ -28,8 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 from tether import _clock as clock
 from tether._limits import check_json_text
-from tether.stores._contract import HeartbeatResult, JobRecord, Lease, Outcome, WorkerInfo
+from tether.stores._contract import (
+    FlowLimit,
+    HeartbeatResult,
+    JobRecord,
+    Lease,
+    Outcome,
+    WorkerInfo,
+)
 from tether.stores._sqlite.connection import Connections, guarded
+from tether.stores._sqlite.flow import flow_claim
 from tether.stores._sqlite.rows import FinishPlan, Q, checked_request_id, job_from_row, store_now
 
 _WAIT_POLL = 0.01
@@ -56,6 +64,7 @@ class SQLiteLeases:
         *,
         now: float | None = None,
         request_id: str | None = None,
+        flow: Sequence[FlowLimit] = (),
     ) -> list[JobRecord]:
         """Claim in one write; every claimed row's token is ``nonce:id``. The nonce is the
         ``request_id`` when given (a repeat of the call returns the jobs still running under
@@ -78,7 +87,10 @@ class SQLiteLeases:
             if request_id is not None and conn.execute(Q["request_find"], request).fetchone():
                 rows = conn.execute(Q["claim_replayed"], params).fetchall()
             else:
-                rows = conn.execute(Q["claim"], params).fetchall()
+                if flow:
+                    rows = flow_claim(conn, flow, list(dict.fromkeys(queues)), params)
+                else:
+                    rows = conn.execute(Q["claim"], params).fetchall()
                 # Only a claim that granted something needs its record: a replay of an empty
                 # claim may claim afresh (nothing was orphaned). Idle workers claim empty all
                 # the time, and every written row lengthens the write lock's hold.
@@ -133,7 +145,8 @@ class SQLiteLeases:
         if maybe is not None:  # rare: a stale outcome, or a replay; a plain read, no lock
             rows = self._db.get().execute(Q["finish_replayed"], {"leases": maybe})
             replayed = {(row[0], row[1], row[2], row[3]) for row in rows}
-        if accepted and any(o.kind in ("error", "released", "stalled") for o in outcomes):
+        if accepted and any(o.kind in ("error", "released", "stalled", "snoozed")
+                            for o in outcomes):
             self.notify(())
         if accepted:
             self._announce_finished()

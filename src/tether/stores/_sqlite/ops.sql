@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS paused_queues (
 SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
        stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
        finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors, lease_token, uid
+       cancel_requested, errors, lease_token, uid, limit_key, snoozes
 FROM jobs
 WHERE id < :cursor
   AND (:status IS NULL OR status = :status)
@@ -33,7 +33,7 @@ LIMIT :limit
 SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
        stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
        finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors, lease_token, uid
+       cancel_requested, errors, lease_token, uid, limit_key, snoozes
 FROM jobs
 WHERE id > :cursor
   AND (:status IS NULL OR status = :status)

@@ -66,6 +66,7 @@ class SQLiteProducer:
                 "max_attempts": job.max_attempts,
                 "max_stalls": job.max_stalls,
                 "unique_key": job.unique_key,
+                "limit_key": job.limit_key,
                 "now": now,
             }
             for job in jobs

@@ -15,7 +15,7 @@ SELECT (julianday('now') - 2440587.5) * 86400.0
 -- Which of tether's tables exist; check_schema compares against the full set.
 SELECT name FROM sqlite_master
 WHERE type = 'table' AND name IN ('jobs', 'workers', 'leaders', 'schema_version', 'requests',
-               'schedules')
+               'schedules', 'flow_starts')
 
 -- name: schema_version_exists
 -- migrate reads the version first (inside its write lock) to pick the steps; a fresh file has
@@ -62,10 +62,11 @@ DELETE FROM requests WHERE (kind, id) IN (
 -- + delay) so that Python has nothing to compute while the write lock is held. uid: 128 random
 -- bits drawn by SQLite itself (no Python work, no extra parameter), never reused, unlike the id
 -- (a restored backup hands ids out again): the dedup key's part that never names two jobs.
+-- limit_key (issue #19) is stored as given (NULL: no key).
 INSERT INTO jobs (task, queue, payload, status, priority, run_at, max_attempts, max_stalls,
-                  unique_key, created_at, uid)
+                  unique_key, created_at, uid, limit_key)
 VALUES (:task, :queue, :payload, 'pending', :priority, coalesce(:run_at, :now + :delay),
-        :max_attempts, :max_stalls, :unique_key, :now, lower(hex(randomblob(16))))
+        :max_attempts, :max_stalls, :unique_key, :now, lower(hex(randomblob(16))), :limit_key)
 
 -- name: claim
 -- The claim IS the lease grant: one UPDATE moves the chosen pending rows to running and sets
@@ -101,7 +102,7 @@ WHERE id IN (
 RETURNING id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
           stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
           finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-          cancel_requested, errors, lease_token, uid
+          cancel_requested, errors, lease_token, uid, limit_key, snoozes
 
 -- name: claim_replayed
 -- A claim repeated with the same request id (its reply was lost): the jobs it claimed that are
@@ -110,7 +111,7 @@ RETURNING id, task, queue, payload, status, priority, run_at, attempt, max_attem
 SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
        stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
        finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors, lease_token, uid
+       cancel_requested, errors, lease_token, uid, limit_key, snoozes
 FROM jobs INDEXED BY jobs_lease
 WHERE status = 'running' AND locked_by = :owner
   AND lease_token = :nonce || ':' || id
@@ -151,6 +152,9 @@ UPDATE workers SET last_seen = :now WHERE id = :owner
 --   done -> done;  cancelled -> cancelled;  dead -> failed
 --   error / released / stalled with cancel_requested -> cancelled (a requested cancel sticks)
 --   released  -> pending, interruptions + 1 (neither a failure nor a stall)
+--   snoozed   -> pending at now + retry_delay, snoozes + 1 (not a failure, not an attempt that
+--                counts); its error record is written (Python defaults the text to 'snoozed')
+--                but last_error is left as it was
 --   stalled   -> stall_count + 1; pending while stall_count + 1 < max_stalls and
 --                failures + stall_count + 1 < max_attempts (the reap rule), else failed
 --   error     -> pending while failures + 1 + stall_count < max_attempts, else failed
@@ -167,11 +171,13 @@ SET status = o.next_status,
     failures = jobs.failures + (o.kind IN ('error', 'dead')),
     interruptions = jobs.interruptions + (o.kind = 'released'),
     stall_count = jobs.stall_count + (o.kind = 'stalled'),
+    snoozes = jobs.snoozes + (o.kind = 'snoozed'),
     run_at = CASE WHEN o.next_status = 'pending'
-                   AND (o.kind = 'error' OR (o.kind = 'released' AND o.retry_delay > 0))
+                   AND (o.kind IN ('error', 'snoozed') OR (o.kind = 'released' AND o.retry_delay > 0))
                   THEN :now + o.retry_delay ELSE jobs.run_at END,
     result = CASE o.kind WHEN 'done' THEN o.result ELSE jobs.result END,
-    last_error = coalesce(o.error, jobs.last_error),
+    last_error = CASE o.kind WHEN 'snoozed' THEN jobs.last_error
+                             ELSE coalesce(o.error, jobs.last_error) END,
     errors = CASE WHEN o.error IS NULL THEN jobs.errors
                   ELSE json_insert(CASE WHEN json_valid(jobs.errors) THEN jobs.errors
                                         ELSE '[]' END, '$[#]',
@@ -191,7 +197,7 @@ FROM (
                WHEN x.kind = 'cancelled' THEN 'cancelled'
                WHEN x.kind = 'dead' THEN 'failed'
                WHEN j.cancel_requested = 1 THEN 'cancelled'
-               WHEN x.kind = 'released' THEN 'pending'
+               WHEN x.kind IN ('released', 'snoozed') THEN 'pending'
                WHEN x.kind = 'stalled' THEN
                    CASE WHEN j.stall_count + 1 < j.max_stalls
                          AND j.failures + j.stall_count + 1 < j.max_attempts
@@ -398,7 +404,7 @@ SELECT name, holder, term, expires_at FROM leaders WHERE name = :name AND holder
 SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
        stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
        finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors, lease_token, uid
+       cancel_requested, errors, lease_token, uid, limit_key, snoozes
 FROM jobs WHERE id = :id
 
 -- name: list_jobs
@@ -407,7 +413,7 @@ FROM jobs WHERE id = :id
 SELECT id, task, queue, payload, status, priority, run_at, attempt, max_attempts, failures,
        stall_count, max_stalls, interruptions, locked_by, lease_until, created_at, started_at,
        finished_at, last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors, lease_token, uid
+       cancel_requested, errors, lease_token, uid, limit_key, snoozes
 FROM jobs
 WHERE id > :after_id
   AND (:status IS NULL OR status = :status)

@@ -14,7 +14,7 @@ from tether.stores import _queries as queries
 from tether.stores._contract import JobRecord, Lease, Outcome
 from tether.stores._records import job_of
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 Q = queries.load("tether.stores._sqlite", "queries.sql")
 #: The operations' statements (issue #11): search, purge, pause, dead workers, the leader.
 OPS = queries.load("tether.stores._sqlite", "ops.sql")
@@ -33,6 +33,7 @@ _DEFAULT_REASON = {
     "stalled": "stalled",
     "cancelled": "cancelled",
     "done": "done",
+    "snoozed": "snoozed",
 }
 
 _MAX_REQUEST_ID = 255
@@ -54,7 +55,13 @@ def store_now(conn: sqlite3.Connection, now: float | None) -> float:
 
 def job_from_row(row: Sequence[Any]) -> JobRecord:
     """A row selected with the JobRecord column list (cancel_requested is stored as 0/1)."""
-    return job_of((*row[:24], row[24] == 1, row[25], row[26], row[27]))
+    return job_of((*row[:24], row[24] == 1, *row[25:]))
+
+
+def _error_text(o: Outcome) -> str | None:
+    """The outcome's cleaned error text; a snooze is always on record (``"snoozed"``)."""
+    error = clean_optional(o.error)
+    return "snoozed" if error is None and o.kind == "snoozed" else error
 
 
 class FinishPlan:
@@ -99,7 +106,7 @@ class FinishPlan:
                     lease.token,
                     o.kind,
                     o.result,
-                    clean_optional(o.error),
+                    _error_text(o),
                     o.reason or _DEFAULT_REASON[o.kind],
                     float(o.retry_delay),
                 ]

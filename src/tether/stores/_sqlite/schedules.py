@@ -42,7 +42,7 @@ class SQLiteSchedules:
             row = {"task": job.task, "queue": job.queue, "payload": job.payload,
                    "priority": job.priority, "run_at": job.run_at, "delay": job.delay,
                    "max_attempts": job.max_attempts, "max_stalls": job.max_stalls,
-                   "unique_key": job.unique_key}
+                   "unique_key": job.unique_key, "limit_key": job.limit_key}
         job_id: int | None = None
         with self._db.write() as conn:
             t = store_now(conn, now)
