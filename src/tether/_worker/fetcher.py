@@ -87,15 +87,14 @@ class Fetcher(Loop):
         self._on_fatal = on_fatal
         self._gone = False  # StoreGone: the worker stops, and so does this loop at once
         self._backoff, self._streak = 0.05, 0
-        #: (request id, send time) of a claim that failed transiently: reused by the next.
-        self._replay: tuple[str, float] | None = None
+        #: (request id, send time) of a claim that failed transiently, by lane (``()``
+        #: without per-queue slots): reused by the lane's next claim.
+        self._replays: dict[tuple[str, ...], tuple[str, float]] = {}
         self._full = False  # the store refused our claims for lack of room (StoreFull)
         self.flow = tuple(flow)
         #: Per-queue slot counts; the queues without one share ``shared`` slots.
         self.caps = dict(caps or {})
         self.shared = concurrency - sum(self.caps.values())
-        #: Lanes' replays: a failed claim's (request id, send time), by the lane's queues.
-        self._lane_replay: dict[tuple[str, ...], tuple[str, float]] = {}
         if self.caps:
             registry.on_lane_free = self._lane_freed
 
@@ -116,46 +115,64 @@ class Fetcher(Loop):
             return 0.0
         if self.caps:
             return self._round_lanes(active, free)
-        now = clock.monotonic()
-        replay = self._replay
-        if replay is not None and now - replay[1] >= settings.lease_ttl:
-            replay = self._replay = None  # whatever it claimed has expired by now
-        request_id, sent = replay or (new_request_id(), now)
-        jobs = None
-        try:
-            jobs = self.store.claim(self.owner, active, min(free, settings.claim_batch),
-                                    settings.lease_ttl, request_id=request_id, flow=self.flow)
-            if not jobs:
-                self._replay = None
+        got = self._claim((), active, min(free, settings.claim_batch))
+        if got is None:
+            return 0.0
+        jobs, sent = got
+        if not jobs:
+            try:
                 self.store.wait_for_jobs(self.queues, pool.wait_at_most(settings.poll_interval))
+            except Exception as exc:
+                self._failure(exc, clock.monotonic())
+            return 0.0
+        for job in jobs:
+            self._start(job, sent + settings.lease_ttl)
+        pool.dispatch()
+        return 0.0
+
+    def _claim(self, key: tuple[str, ...], queues: Sequence[str], limit: int) \
+            -> tuple[list[JobRecord], float] | None:
+        """One claim, with the request id and send time of the last failed claim of the same
+        lane (``key``; ``()`` without lanes) while that is less than ``lease_ttl`` old: the
+        jobs and the send time, or None when it failed (logged and backed off here)."""
+        settings = self.settings
+        now = clock.monotonic()
+        replay = self._replays.pop(key, None)
+        if replay is not None and now - replay[1] >= settings.lease_ttl:
+            replay = None  # whatever it claimed has expired by now
+        request_id, sent = replay or (new_request_id(), now)
+        try:
+            jobs = self.store.claim(self.owner, queues, limit, settings.lease_ttl,
+                                    request_id=request_id, flow=self.flow)
         except Exception as exc:
-            if classify(exc) == "gone":
-                self._gone = True
-                self._on_fatal(exc)
-                return 0.0
-            if jobs is None and classify(exc) == "transient" and not isinstance(exc, StoreFull):
+            if classify(exc) == "transient" and not isinstance(exc, StoreFull):
                 # The claim may have happened. (A StoreFull claim was refused whole: replaying
                 # its id and send time after a long refusal would hand the next jobs a trust
                 # window that is nearly over.)
-                self._replay = (request_id, sent)
-            self._streak += 1
-            if isinstance(exc, StoreFull):
-                self._refused(exc, now)
-            else:
-                self._failed(exc, now, self._streak)
-            shutdown.changed.wait(self._backoff)
-            self._backoff = min(self._backoff * 2, FETCH_BACKOFF_MAX)
-            return 0.0
-        self._replay = None
+                self._replays[key] = (request_id, sent)
+            self._failure(exc, now)
+            return None
         self._backoff, self._streak = 0.05, 0
         self.health.ok()
         if self._full:
             self._full = False
             log.info("the store has room again: claiming again")
-        for job in jobs:
-            self._start(job, sent + settings.lease_ttl)
-        pool.dispatch()
-        return 0.0
+        return jobs, sent
+
+    def _failure(self, exc: BaseException, now: float) -> None:
+        """A failed store call of this loop: stop the worker on StoreGone, else count, log
+        and back off."""
+        if classify(exc) == "gone":
+            self._gone = True
+            self._on_fatal(exc)
+            return
+        self._streak += 1
+        if isinstance(exc, StoreFull):
+            self._refused(exc, now)
+        else:
+            self._failed(exc, now, self._streak)
+        self.shutdown.changed.wait(self._backoff)
+        self._backoff = min(self._backoff * 2, FETCH_BACKOFF_MAX)
 
     # -- per-queue lanes ------------------------------------------------------------------------
     def lanes(self, active: Sequence[str], free: int) -> tuple[list[tuple[list[str], int]],
@@ -186,41 +203,15 @@ class Fetcher(Loop):
 
     def _round_lanes(self, active: Sequence[str], free: int) -> float:
         """:meth:`round` with per-queue slots: one claim per lane with room."""
-        settings, pool, shutdown = self.settings, self.pool, self.shutdown
+        settings, pool = self.settings, self.pool
         lanes, full = self.lanes(active, free)
         self.registry.watch_lanes(full)
         claimed = False
         for queues, room in lanes:
-            key = tuple(queues)
-            now = clock.monotonic()
-            replay = self._lane_replay.pop(key, None)
-            if replay is not None and now - replay[1] >= settings.lease_ttl:
-                replay = None
-            request_id, sent = replay or (new_request_id(), now)
-            jobs = None
-            try:
-                jobs = self.store.claim(self.owner, queues, room, settings.lease_ttl,
-                                        request_id=request_id, flow=self.flow)
-            except Exception as exc:
-                if classify(exc) == "gone":
-                    self._gone = True
-                    self._on_fatal(exc)
-                    return 0.0
-                if classify(exc) == "transient" and not isinstance(exc, StoreFull):
-                    self._lane_replay[key] = (request_id, sent)
-                self._streak += 1
-                if isinstance(exc, StoreFull):
-                    self._refused(exc, now)
-                else:
-                    self._failed(exc, now, self._streak)
-                shutdown.changed.wait(self._backoff)
-                self._backoff = min(self._backoff * 2, FETCH_BACKOFF_MAX)
+            got = self._claim(tuple(queues), queues, room)
+            if got is None:
                 return 0.0
-            self._backoff, self._streak = 0.05, 0
-            self.health.ok()
-            if self._full:
-                self._full = False
-                log.info("the store has room again: claiming again")
+            jobs, sent = got
             for job in jobs:
                 self._start(job, sent + settings.lease_ttl)
             claimed |= bool(jobs)

@@ -55,42 +55,29 @@ class FlowBook:
             found = self._cache[(task, queue)] = self._applying(task, queue)
         return found
 
+    def full(self, i: int, limit: FlowLimit, key: str | None) -> bool:
+        """Whether ``limit`` (``flow[i]``) has no room left for one more job of ``key``'s
+        group: its running jobs or its window's starts, with this claim's, reach it."""
+        g = (i, limit.group(key))
+        used = self.taken[g]
+        if limit.concurrency is not None and self.running[g] + used >= limit.concurrency:
+            return True
+        return limit.rate is not None and self.started.get(g, 0) + used >= limit.rate
+
     def eligible(self, task: str, queue: str, key: str | None) -> bool:
         """Whether one more job of this cell fits every limit that applies to it."""
-        for i, limit in self.applying(task, queue):
-            g = (i, limit.group(key))
-            used = self.taken[g]
-            if limit.concurrency is not None and self.running[g] + used >= limit.concurrency:
-                return False
-            if limit.rate is not None and self.started.get(g, 0) + used >= limit.rate:
-                return False
-        return True
+        return not any(self.full(i, limit, key) for i, limit in self.applying(task, queue))
 
     def queue_shut(self, queue: str) -> bool:
         """Whether a limit on the whole queue is full: nothing of it can be taken."""
-        for i, limit in enumerate(self.flow):
-            if limit.scope == "queue" and limit.name == queue:
-                g = (i, limit.group(None))
-                used = self.taken[g]
-                if limit.concurrency is not None and self.running[g] + used >= limit.concurrency:
-                    return True
-                if limit.rate is not None and self.started.get(g, 0) + used >= limit.rate:
-                    return True
-        return False
+        return any(self.full(i, limit, None) for i, limit in enumerate(self.flow)
+                   if limit.scope == "queue" and limit.name == queue)
 
     def shut(self, task: str, queue: str) -> bool:
         """Whether a limit on all of (task, queue) (not per key) is full: no job of the pair
         can be taken this claim, whatever its key, so a store need not look at their keys."""
-        for i, limit in self.applying(task, queue):
-            if limit.per_key:
-                continue
-            g = (i, limit.group(None))
-            used = self.taken[g]
-            if limit.concurrency is not None and self.running[g] + used >= limit.concurrency:
-                return True
-            if limit.rate is not None and self.started.get(g, 0) + used >= limit.rate:
-                return True
-        return False
+        return any(self.full(i, limit, None) for i, limit in self.applying(task, queue)
+                   if not limit.per_key)
 
     def take(self, task: str, queue: str, key: str | None) -> bool:
         """Take one job of this cell if it is eligible (and count it); False otherwise."""
