@@ -64,6 +64,18 @@ class FlowBook:
             return True
         return limit.rate is not None and self.started.get(g, 0) + used >= limit.rate
 
+    def room(self, task: str, queue: str, key: str | None, limit: int) -> int:
+        """How many jobs of this cell one claim could take at most, before any is taken:
+        what a store needs to read of the cell's backlog (a key with 2 free slots, 2 rows)."""
+        room = limit
+        for i, lim in self.applying(task, queue):
+            g = (i, lim.group(key))
+            if lim.concurrency is not None:
+                room = min(room, lim.concurrency - self.running[g])
+            if lim.rate is not None:
+                room = min(room, lim.rate - self.started.get(g, 0))
+        return room
+
     def eligible(self, task: str, queue: str, key: str | None) -> bool:
         """Whether one more job of this cell fits every limit that applies to it."""
         return not any(self.full(i, limit, key) for i, limit in self.applying(task, queue))

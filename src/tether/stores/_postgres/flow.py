@@ -48,19 +48,6 @@ def _range(limit: FlowLimit) -> tuple[str, str]:
     return base, base[:-1] + "\x1f>"
 
 
-def _room(book: FlowBook, cell: Cell, limit: int) -> int:
-    """How many jobs of ``cell`` this claim could take at most, before any is taken."""
-    task, queue, key = cell
-    room = limit
-    for i, lim in book.applying(task, queue):
-        g = (i, lim.group(key))
-        if lim.concurrency is not None:
-            room = min(room, lim.concurrency - book.running[g])
-        if lim.rate is not None:
-            room = min(room, lim.rate - book.started.get(g, 0))
-    return room
-
-
 def flow_claim(
     store: Plumbing, flow: Sequence[FlowLimit], queues: Sequence[str], params: dict[str, Any],
 ) -> list[Row]:
@@ -101,7 +88,7 @@ def _claim(
     groups: list[tuple[str, str, str, int]] = []
     for queue, task, fkey in run("flow_groups", {"queues": open_queues}):
         cell: Cell = (str(task), str(queue), _key(str(fkey)))
-        room = _room(book, cell, limit)
+        room = book.room(*cell, limit)
         if room > 0:
             groups.append((str(queue), str(task), str(fkey), room))
     if not groups:

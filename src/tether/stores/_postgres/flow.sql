@@ -104,23 +104,28 @@ CROSS JOIN LATERAL (
 ) h
 
 -- name: flow_take
--- The lease grant of the jobs flow.py chose, set exactly as the plain claim sets it; "status =
--- 'pending'" re-checks each row (a plain claim of another worker may have taken it: READ
--- COMMITTED re-evaluates the row after its lock). In the same statement and transaction: the
+-- The lease grant of the jobs flow.py chose, set exactly as the plain claim sets it; "picked"
+-- locks each row by primary key and re-checks its status on the newest version (a plain claim
+-- of another worker may have taken it meanwhile). In the same statement and transaction: the
 -- request record (replay, as in claim), one start per taken job and rate group (joined to what
 -- was really taken, so a row lost to a plain claim records nothing), and the drop of the
 -- starts of those groups older than their longest window (the log stays as small as the
 -- windows). Both end with the transaction, at the same commit as the grant.
 WITH clock AS (
     SELECT to_timestamp(%(now)s::float8) AS ts
+), picked AS (
+    -- By primary key only, locked; the status is checked on what the lock returns (the newest
+    -- version). "j.status = 'pending'" in the UPDATE let the planner read the whole pending
+    -- index for the join instead (seen: 10,000 rows for 110 ids, 14 ms on a fresh table).
+    SELECT id, status FROM {schema}.jobs WHERE id = ANY(%(ids)s::bigint[]) FOR UPDATE
 ), claimed AS (
     UPDATE {schema}.jobs j
     SET status = 'running', locked_by = %(owner)s::text,
         lease_until = c.ts + %(ttl)s::float8 * interval '1 second',
         attempt = j.attempt + 1, started_at = c.ts, cancel_requested = false,
         lease_token = %(nonce)s::text || ':' || j.id
-    FROM clock c
-    WHERE j.id = ANY(%(ids)s::bigint[]) AND j.status = 'pending'
+    FROM picked p CROSS JOIN clock c
+    WHERE j.id = p.id AND p.status = 'pending'
     RETURNING j.*
 ), recorded AS (
     INSERT INTO {schema}.requests (id, job_ids, created_at)

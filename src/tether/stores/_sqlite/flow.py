@@ -168,9 +168,10 @@ def flow_claim(
             if book.queue_shut(queue):
                 continue
             for task, q, key in list(_keyed_groups(cur, queue, book)):
-                if not book.eligible(task, q, key):
+                room = book.room(task, q, key, limit)
+                if room <= 0:
                     continue
-                args = {"queue": q, "task": task, "key": key, "now": now, "limit": limit}
+                args = {"queue": q, "task": task, "key": key, "now": now, "limit": room}
                 for job_id, priority, run_at in cur.execute(F["flow_heads"], args):
                     heads.append((priority, run_at, job_id, task, key))
                     cells[job_id] = (task, q, key)
