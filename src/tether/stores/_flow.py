@@ -40,10 +40,19 @@ class FlowBook:
         self.started = dict(started)
         self.taken: Counter[tuple[int, str]] = Counter()
         self.running: Counter[tuple[int, str]] = Counter()
-        for (task, queue, key), n in running.items():
-            for i, limit in self._applying(task, queue):
-                self.running[(i, limit.group(key))] += n
         self._cache: dict[tuple[str, str], list[tuple[int, FlowLimit]]] = {}
+        for (task, queue, key), n in running.items():
+            for i, limit in self.applying(task, queue):
+                self.running[(i, limit.group(key))] += n
+
+    def fresh(self) -> FlowBook:
+        """The same counts with nothing taken yet: a store that tries one choice and may
+        fall back to another starts each from here (cheaper than counting again)."""
+        book = object.__new__(FlowBook)
+        book.flow, book.started, book.running = self.flow, self.started, self.running
+        book._cache = self._cache
+        book.taken = Counter()
+        return book
 
     def _applying(self, task: str, queue: str) -> list[tuple[int, FlowLimit]]:
         return [(i, limit) for i, limit in enumerate(self.flow) if limit.applies(task, queue)]

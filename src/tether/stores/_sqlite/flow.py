@@ -156,12 +156,12 @@ def flow_claim(
         for grp, n in cur.execute(F["flow_started"], {"lo": lo, "hi": hi, "now": now,
                                                       "since": now - rate.per}):
             started[(i, grp)] = int(n)
-    quick = _first_jobs(cur, flow, lambda: FlowBook(flow, running, started), queues, now,
-                        limit)
+    base = FlowBook(flow, running, started)
+    quick = _first_jobs(cur, flow, base.fresh, queues, now, limit)
     if quick is not None:
         chosen, starts = quick
     else:
-        book = FlowBook(flow, running, started)
+        book = base.fresh()
         heads: list[Head] = []
         cells: dict[int, Cell] = {}
         for queue in queues:
