@@ -260,3 +260,20 @@ local function enqueue_insert(first, now, now_s)
   end
   return out, woken
 end
+
+-- A claim repeated with its request id (its reply was lost): the jobs of the recorded claim
+-- still running under its token and owner (one HGETALL each), or nil when no claim with that
+-- nonce was recorded. Shared by claim.lua and claim_flow.lua, so both answer replays alike.
+local function claimed_before(nonce, owner)
+  local seen = req_get('claim', nonce)
+  if not seen then return nil end
+  local out = {}
+  for _, id in ipairs(split_ids(seen)) do
+    local sid = string.format('%d', id)
+    local v = redis.call('HMGET', jk(sid), 'status', 'locked_by', 'lease_token')
+    if v[1] == 'running' and v[2] == owner and v[3] == nonce .. ':' .. sid then
+      out[#out + 1] = redis.call('HGETALL', jk(sid))
+    end
+  end
+  return out
+end

@@ -16,18 +16,8 @@
 local now, now_s = clock(ARGV[2])
 local owner, limit, ttl = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local nonce, rec_ttl = ARGV[6], ARGV[7]
-local seen = req_get('claim', nonce)
-if seen then
-  local out = {}
-  for _, id in ipairs(split_ids(seen)) do
-    local sid = string.format('%d', id)
-    local v = redis.call('HMGET', jk(sid), 'status', 'locked_by', 'lease_token')
-    if v[1] == 'running' and v[2] == owner and v[3] == nonce .. ':' .. sid then
-      out[#out + 1] = redis.call('HGETALL', jk(sid))
-    end
-  end
-  return out
-end
+local replayed = claimed_before(nonce, owner)
+if replayed then return replayed end
 room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local cands = {}
 for i = 8, #ARGV do

@@ -31,18 +31,8 @@ local nonce, rec_ttl, scan = ARGV[6], ARGV[7], tonumber(ARGV[8])
 local PAGE = 1000
 
 -- A replay answers from the record, like claim.lua: the jobs still running under its token.
-local seen = req_get('claim', nonce)
-if seen then
-  local out = {}
-  for _, id in ipairs(split_ids(seen)) do
-    local sid = string.format('%d', id)
-    local v = redis.call('HMGET', jk(sid), 'status', 'locked_by', 'lease_token')
-    if v[1] == 'running' and v[2] == owner and v[3] == nonce .. ':' .. sid then
-      out[#out + 1] = redis.call('HGETALL', jk(sid))
-    end
-  end
-  return out
-end
+local replayed = claimed_before(nonce, owner)
+if replayed then return replayed end
 room()  -- at the memory limit, fail here before the first write (_lib.lua)
 
 -- The limits, parsed once. any_conc: whether the running set must be read at all.
