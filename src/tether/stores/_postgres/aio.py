@@ -135,19 +135,21 @@ class PostgresAsyncProducer:
         deadline = clock.monotonic() + max(0.0, timeout)
         waiter = self._listener.add_finish_waiter(ids, wake)
         try:
+            ready_before = self._listener.done_ready()  # as in the sync wait_for_finish
             if await self._finished_any(ids):
                 return True
-            if self._listener.listens and not self._listener.done_ready():
-                await self._rows("notify", {"channel": self._channel, "queues": [""]})
-            while not self._listener.done_ready():  # as in the sync wait_for_finish
-                step = min(self._listener.poll_every, deadline - clock.monotonic())
-                if step <= 0:
-                    return False
-                ready = await until_ready(self._listener.done_ready, step)
-                if waiter.hit or await self._finished_any(ids):
-                    return True
-                if ready:
-                    break
+            if not ready_before:
+                if self._listener.listens and not self._listener.done_ready():
+                    await self._rows("notify", {"channel": self._channel, "queues": [""]})
+                while True:  # until ready, and one read after it is
+                    step = min(self._listener.poll_every, deadline - clock.monotonic())
+                    ready = await until_ready(self._listener.done_ready, max(0.0, step))
+                    if waiter.hit or await self._finished_any(ids):
+                        return True
+                    if ready:
+                        break
+                    if step <= 0:
+                        return False
             try:
                 await asyncio.wait_for(woken, max(0.0, deadline - clock.monotonic()))
             except TimeoutError:

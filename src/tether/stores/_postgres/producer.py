@@ -71,22 +71,29 @@ class PostgresProducer(ProducerCache, Plumbing):
         self._listener.start()
         waiter = self._listener.add_finish_waiter(ids)
         try:
+            # Read before the first status read: a finish committed between that read and the
+            # moment the listener became ready skipped its NOTIFY, so then one more read,
+            # after readiness, is what sees it (CI caught the wait missing exactly that).
+            ready_before = self._listener.done_ready()
             if self._finished_any(ids):
                 return True
+            if ready_before:
+                return self._listener.wait_finish(waiter, deadline - clock.monotonic())
             if self._listener.listens and not self._listener.done_ready():
                 self._one("notify", {"channel": self.channel, "queues": [""]})  # the poke
             # Until the listener is ready a finish may skip its NOTIFY: read again each second
             # (degraded: a listener that cannot get the done key, or is reconnecting), or
-            # every 0.1 s behind a transaction pooler without a direct connection (poll.py).
-            while not self._listener.done_ready():
+            # every 0.1 s behind a transaction pooler without a direct connection (poll.py),
+            # and once more when it is.
+            while True:
                 step = min(self._listener.poll_every, deadline - clock.monotonic())
-                if step <= 0:
-                    return False
-                ready = self._listener.wait_done_ready(step)
+                ready = self._listener.wait_done_ready(max(0.0, step))
                 if waiter.hit or self._finished_any(ids):
                     return True
                 if ready:
                     break
+                if step <= 0:
+                    return False
             return self._listener.wait_finish(waiter, deadline - clock.monotonic())
         finally:
             self._listener.remove_finish_waiter(waiter)
