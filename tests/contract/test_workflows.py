@@ -616,7 +616,8 @@ def test_waiting_in_counts_listings_and_search(store: Store, t0: float) -> None:
     assert [j.id for j in store.list_jobs(status="waiting", queue=queue, limit=2)] == kids[:2]
     found = store.search_jobs(JobFilter(status="waiting", queue=queue, newest_first=True))
     assert [j.id for j in found] == kids[::-1]
-    assert [j.id for j in store.search_jobs(JobFilter(status="waiting", task="t.wf"))] == kids
+    oldest_first = JobFilter(status="waiting", task="t.wf", newest_first=False)
+    assert [j.id for j in store.search_jobs(oldest_first)] == kids
     assert [j.id for j in store.claim("w", [queue], 10, TTL, now=t0 + 10_000)] == [pending]
     assert store.claim("w", [queue], 10, TTL, now=t0 + 10_000) == []
     assert all(j.status == "waiting" and j.run_at == at(t0 + 1) and j.lease_until is None
