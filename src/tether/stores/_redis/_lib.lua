@@ -148,6 +148,7 @@ end
 -- are whole again before this returns.
 -- woken: the caller's set of queues to wake, given a queue for each release.
 local function resolve_links(now, now_s, woken)
+  if #LINKED == 0 then return end  -- the common case: no job that ended here had children
   -- per queue: ids leaving waiting, (score, id) pairs entering pending / cancelled
   local gone, to_pending, to_cancelled, pend, levels, fin = {}, {}, {}, {}, {}, {}
   local i = 1

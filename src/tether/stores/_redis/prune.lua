@@ -32,8 +32,8 @@ end
 
 local deleted, kept = 0, 0
 while deleted < limit and kept < KEEP_BUDGET do
-  local ids = redis.call('ZRANGEBYSCORE', fk, '-inf', cutoff, 'LIMIT', kept, limit - deleted)
-  if #ids == 0 then break end
+  local want = limit - deleted
+  local ids = redis.call('ZRANGEBYSCORE', fk, '-inf', cutoff, 'LIMIT', kept, want)
   for _, id in ipairs(ids) do
     -- queue: its index entry; children / waiting_on: whether it has links (absent: none)
     local v = redis.call('HMGET', jk(id), 'queue', 'children', 'waiting_on')
@@ -47,5 +47,6 @@ while deleted < limit and kept < KEEP_BUDGET do
       deleted = deleted + 1
     end
   end
+  if #ids < want then break end  -- the range is exhausted: no second read (as before)
 end
 return deleted
