@@ -20,15 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar, Union
 
 from tether import _limits as limits
 from tether._jobid import JobId
 from tether._newjob import After, parent_ids
 from tether.stores._contract import NewJob
-
-if TYPE_CHECKING:
-    from tether._task import Host, Task
 
 __all__ = ["Signature", "WorkflowIds", "chain", "chord", "group"]
 
@@ -38,6 +36,32 @@ R = TypeVar("R")
 SET_OPTIONS = frozenset({"delay", "run_at", "priority", "unique_key", "queue", "limit_key",
                          "allow_failure"})
 Node = Union["Signature[Any]", "chain", "group", "chord"]
+
+
+class WorkflowHost(Protocol):
+    """What a workflow writes through: a task's runtime (``tether._task.Host``, which imports
+    this module for ``task.s``, hence a protocol here rather than an import)."""
+
+    def enqueue_jobs(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]: ...
+
+    async def aenqueue_jobs(self, jobs: Sequence[NewJob], *, conn: Any = None) -> list[int]: ...
+
+
+class SignedTask(Protocol):
+    """What a signature uses of its task (``tether.Task``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def runtime(self) -> WorkflowHost: ...
+
+    def new_job(self, args: Sequence[Any], kwargs: dict[str, Any], *,
+                delay: float | None = None, run_at: float | datetime | None = None,
+                priority: int | None = None, unique_key: str | None = None,
+                queue: str | None = None, limit_key: str | int | None = None,
+                after: After = None, allow_failure: bool = False,
+                pipe: str | None = None) -> NewJob: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +92,7 @@ class _Step:
 class _Plan:
     """The jobs of one workflow, each knowing its parents by index, before any has an id."""
 
-    runtime: Host | None = None
+    runtime: WorkflowHost | None = None
     steps: list[_Step] = field(default_factory=list)
     known: dict[int, int] = field(default_factory=dict)  # step index -> existing job id
 
@@ -77,7 +101,7 @@ class _Plan:
         self.known[len(self.steps) - 1] = job_id
         return len(self.steps) - 1
 
-    def add(self, task: Task[Any, Any], job: NewJob, parents: tuple[int, ...]) -> int:
+    def add(self, task: SignedTask, job: NewJob, parents: tuple[int, ...]) -> int:
         if self.runtime is None:
             self.runtime = task.runtime
         elif task.runtime is not self.runtime:
@@ -177,7 +201,7 @@ class Signature(_Canvas, Generic[R]):
     """A task with its arguments, not enqueued yet (``task.s(...)``, or ``task.si(...)``:
     immutable, never given the previous step's result)."""
 
-    def __init__(self, task: Task[Any, R], args: tuple[Any, ...] = (),
+    def __init__(self, task: SignedTask, args: tuple[Any, ...] = (),
                  kwargs: dict[str, Any] | None = None, *, immutable: bool = False,
                  options: dict[str, Any] | None = None) -> None:
         self.task = task
