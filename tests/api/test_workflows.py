@@ -255,13 +255,15 @@ def test_after_existing_jobs_and_parents_without_results(make_app: MakeApp) -> N
     app = make_app()
     t = tasks(app)
     root = t["add"].enqueue(7)
-    run = tether.chain(t["look"].s(), t["add"].s(1)).enqueue(after=[root])
+    run = tether.chain(t["look"].s(), t["const"].si()).enqueue(after=[root])
     first = app.store.get_job(run.ids[0])
     assert first is not None and len(json.loads(first.payload)) == 2, "not given root's result"
     sig = t["look"].s().enqueue(after=root)
     assert isinstance(sig, tether.JobId)
     drain(app, raise_on_failure=True)
     assert app.wait(sig, timeout=10) == {"parents": [root], "results": [7]}
+    assert app.wait(run.ids[0], timeout=10) == {"parents": [root], "results": [7]}
+    assert app.wait(run.last, timeout=10) == "k"
 
 
 def test_canvas_input_errors(make_app: MakeApp) -> None:
