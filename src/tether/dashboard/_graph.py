@@ -22,6 +22,7 @@ from tether.stores._contract import Admin
 MAX_JOBS = 200
 PER_ROW = 8
 BOX_W, BOX_H, GAP_X, GAP_Y, PAD = 150, 34, 16, 26, 8
+DENSE = 40  # more links than this: drawn fainter, so the boxes stay readable
 
 
 @dataclass
@@ -103,13 +104,17 @@ def svg(graph: Graph) -> str:
             width = max(width, int(x) + BOX_W + PAD)
         row += (len(members) + PER_ROW - 1) // PER_ROW
     height = PAD + row * (BOX_H + GAP_Y) - GAP_Y + PAD
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" width="{width}" '
+    dense = ' class="dense"' if len(graph.edges) > DENSE else ""  # lighter lines
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" id="graph"{dense} width="{width}" '
            f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="workflow of job {graph.job_id}">']
+           f'aria-label="workflow of job {graph.job_id}"><defs><marker id="arrow" '
+           'viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
+           'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#94a3b8"/></marker></defs>']
     for p, c in graph.edges:
         (x1, y1), (x2, y2) = at[p], at[c]
         out.append(f'<line class="edge" x1="{x1 + BOX_W / 2:g}" y1="{y1 + BOX_H:g}" '
-                   f'x2="{x2 + BOX_W / 2:g}" y2="{y2:g}" data-edge="{p}-{c}"/>')
+                   f'x2="{x2 + BOX_W / 2:g}" y2="{y2:g}" data-edge="{p}-{c}" '
+                   'marker-end="url(#arrow)"/>')
     for node, (task, status) in graph.nodes.items():
         x, y = at[node]
         me = " me" if node == graph.job_id else ""
