@@ -15,6 +15,8 @@ from tether._cli.main import main
 from tether._task import make_new_job
 from tether.stores import Outcome, Store, open_store
 
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
