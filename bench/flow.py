@@ -17,7 +17,9 @@ Per run and store, in this order (the modes interleave, so machine load drifts o
 Each measurement is one child process (``python -m bench.flow --once MODE``), so ``main``
 runs entirely on main's code, schema included. A drain is the drain scenario's protocol: N jobs
 loaded with ``enqueue_many``, one real ``tether worker`` at its defaults (``-c 10``, thread
-pool), rate from worker registration to all done. A store whose claim raises
+pool), rate from worker registration to all done, and the worker process's CPU time (user +
+system, from ``/proc``) over the same span per job: on a machine others load, the CPU a job
+costs moves less than the rate. A store whose claim raises
 ``NotImplementedError`` for flow limits (PostgreSQL until its support lands) gets its ``key``
 figure skipped with a message. Only loopback servers and isolated stores (bench.common).
 """
@@ -90,11 +92,13 @@ def once(kind: str, mode: str, n: int, keys: int, per_key: int) -> dict[str, obj
                                         "worker", "bench.flowapp:app", "-c", "10"])
             try:
                 registered = wait_registered(app.store, [worker])
+                cpu = worker.cpu_seconds()
                 done = wait_drained(app.store, last, timeout=max(120.0, n / 100),
                                     worker=worker)
+                cpu = worker.cpu_seconds() - cpu
             finally:
                 worker.stop()
-            return {"rate": n / max(done - registered, 1e-9)}
+            return {"rate": n / max(done - registered, 1e-9), "cpu_us": 1e6 * cpu / n}
         finally:
             app.close()
 
@@ -141,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m for m in MODES if m != "main" or args.main]
     results: dict[str, dict[str, list[float]]] = {s: {m: [] for m in (*modes, "bare")}
                                                   for s in stores}
+    cpus: dict[str, dict[str, list[float]]] = {s: {m: [] for m in modes} for s in stores}
     notes: list[str] = []
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     for run in range(args.runs):
@@ -149,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 got = _child(kind, mode, args)
                 if "rate" in got:
                     results[kind][mode].append(float(got["rate"]))  # type: ignore[arg-type]
+                    cpus[kind][mode].append(float(got["cpu_us"]))  # type: ignore[arg-type]
                 else:
                     msg = str(got.get("skipped") or got.get("error"))
                     if msg not in notes:
@@ -160,8 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"flow drain, {args.jobs:,} jobs, {args.keys} keys, concurrency={args.per_key} per "
           f"key, one worker -c 10; {args.runs} interleaved runs, started {started}, load "
           f"{load[0]:.1f}")
-    print("| store | mode | median jobs/s | min | max | vs none |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| store | mode | median jobs/s | min | max | vs none | worker CPU/job |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for kind in stores:
         base = results[kind]["none"]
         for mode in (*modes, "bare"):
@@ -170,13 +176,16 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             med = statistics.median(rates)
             ratio = (f"{100 * med / statistics.median(base):.0f} %" if base else "n/a")
+            cpu = cpus[kind].get(mode) or []
+            per_job = f"{statistics.median(cpu):.0f} us" if cpu else "n/a"
             print(f"| {kind} | {mode} | {fmt(med)} | {fmt(min(rates))} | {fmt(max(rates))} "
-                  f"| {ratio} |")
+                  f"| {ratio} | {per_job} |")
     for note in notes:
         print(f"note: {note}")
     if args.out:
         Path(args.out).write_text(json.dumps({"started": started, "results": results,
-                                              "notes": notes, "args": vars(args)}, indent=1))
+                                              "cpu_us": cpus, "notes": notes,
+                                              "args": vars(args)}, indent=1))
     return 0
 
 

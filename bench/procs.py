@@ -50,6 +50,16 @@ class WorkerProc:
             pass
         return 0
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the worker process has used so far (0 once it is gone):
+        the CPU a drain costs per job, steadier than its rate on a machine others load."""
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def alive(self) -> bool:
         return self.proc.poll() is None
 

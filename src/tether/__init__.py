@@ -6,6 +6,7 @@ worker that lost its claim can never again change that job. See docs/guarantees.
 
 from tether._app import App
 from tether._backoff import Backoff
+from tether._canvas import Signature, WorkflowIds, chain, chord, group
 from tether._codec import Codec, JSONCodec
 from tether._context import JobContext, current_job
 from tether._errors import (
@@ -57,6 +58,7 @@ __all__ = [
     "Retry",
     "SchemaError",
     "ShuttingDown",
+    "Signature",
     "Snooze",
     "StoreError",
     "StoreFull",
@@ -64,8 +66,12 @@ __all__ = [
     "StoreUnavailable",
     "Task",
     "TetherError",
+    "WorkflowIds",
     "__version__",
+    "chain",
+    "chord",
     "current_job",
+    "group",
 ]
 
 # One public face (as httpx does): the public names say they come from ``tether``, not from the

@@ -197,9 +197,10 @@ class App:
 
         ``kwargs`` carries the task's keyword arguments, whatever their names. Other keywords
         are enqueue options (``delay``, ``run_at``, ``priority``, ``unique_key``, ``queue``,
-        ``conn``, ``limit_key``, and ``max_attempts``/``max_stalls``, which override the
-        task's) or, for any other name, task arguments; a keyword that names both an option
-        and a parameter of a task this app knows raises TypeError (see ``Task.enqueue``).
+        ``conn``, ``limit_key``, ``after``, ``allow_failure``, and ``max_attempts`` /
+        ``max_stalls``, which override the task's) or, for any other name, task arguments;
+        a keyword that names both an option and a parameter of a task this app knows raises
+        TypeError (see ``Task.enqueue``).
         """
         names = OPTIONS | BUDGETS
         options = {k: keywords.pop(k) for k in names & keywords.keys()}

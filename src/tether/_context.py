@@ -10,13 +10,15 @@ raise.
 from __future__ import annotations
 
 import contextvars
+import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from tether import _parents
 from tether._codec import DEFAULT_CODEC, Codec, from_text, to_text
 from tether._errors import (
     ConfigError,
@@ -36,11 +38,16 @@ _EVENTS = threading.Lock()  # guards the lazy Event of every context; taken rare
 class JobContext:
     """One attempt of one job, as its handler sees it. ``dedup_key`` names it."""
 
-    def __init__(self, job: JobRecord, store: Leases, codec: Codec = DEFAULT_CODEC) -> None:
+    def __init__(self, job: JobRecord, store: Leases, codec: Codec = DEFAULT_CODEC,
+                 tasks: Callable[[str], Any] | None = None) -> None:
         self.job = job
         self.codec = codec
         self.lease: Lease = job.lease
         self._store = store
+        #: Finds a task by name (the runtime's registry): a parent's result is decoded by its
+        #: task's return annotation. None: plain JSON through the codec.
+        self._tasks = tasks
+        self._parents: _parents.Parents | None = None  # read once per attempt
         # A flag, and an Event only for handlers that actually wait(): building an Event (a
         # Condition and a Lock) for every job cost ~5 % of a draining worker's CPU.
         self._stopped = False
@@ -95,6 +102,43 @@ class JobContext:
     @property
     def progress(self) -> Any:
         return from_text(self.codec, self.job.progress)
+
+    # -- workflows -----------------------------------------------------------------------
+    def _read_parents(self) -> _parents.Parents:
+        if self._parents is None:
+            self._parents = _parents.read(self._store, self.job.id)
+        return self._parents
+
+    @property
+    def parents(self) -> tuple[int, ...]:
+        """The ids this job was enqueued ``after`` (in that order); () for a job without.
+        Read from the store at first use in the attempt, like :meth:`parent_results`."""
+        return self._read_parents().ids
+
+    def parent_results(self) -> list[Any]:
+        """Each parent's result, in ``after`` order, decoded by its task's return annotation
+        when this worker knows the task; None for a parent that did not end ``done`` (with
+        ``allow_failure``) or is gone. One store read for all of them, at the first call."""
+        out: list[Any] = []
+        for parent in self._read_parents().outcomes:
+            if parent.status != "done" or parent.result is None:
+                out.append(None)
+                continue
+            task = self._tasks(parent.task) if self._tasks and parent.task else None
+            value = json.loads(parent.result)
+            out.append(task.decode_result(value) if task is not None
+                       else self.codec.decode(value, Any))
+        return out
+
+    def piped(self, pipe: str) -> Any:
+        """What a workflow step is given first (its payload's ``pipe``): ``one``, the first
+        parent's result; ``all``, the list of every parent's result. Plain JSON: the step's
+        own parameter annotation decodes it, as any argument."""
+        values = [json.loads(p.result) if p.status == "done" and p.result is not None
+                  else None for p in self._read_parents().outcomes]
+        if pipe == "all":
+            return values
+        return values[0] if values else None
 
     # -- stopping ------------------------------------------------------------------------
     @property

@@ -31,6 +31,8 @@ MAX_EPOCH = 253_402_300_799.0
 MAX_DELAY = 100 * 365.25 * 86_400.0
 #: Largest ``list_jobs`` page.
 MAX_PAGE = 10_000
+#: Most parents of one job (``NewJob.after``): a chord's callback over a fan-out of 10,000.
+MAX_AFTER = 10_000
 
 
 def _is_int(value: Any) -> bool:
@@ -126,6 +128,14 @@ def check_job(job: NewJob) -> None:
         check_text(job.unique_key, "unique_key", limit=MAX_UNIQUE_KEY)
     if job.limit_key is not None:
         check_text(job.limit_key, "limit_key", limit=MAX_UNIQUE_KEY, allow_empty=True)
+    if not isinstance(job.after, tuple):
+        raise TypeError(f"after must be a tuple of job ids, got {type(job.after).__name__}")
+    if len(job.after) > MAX_AFTER:
+        raise ValueError(f"after lists {len(job.after)} jobs; at most {MAX_AFTER}")
+    for parent in job.after:
+        check_int(parent, "after: job id", low=1, high=MAX_JOB_ID)
+    if not isinstance(job.allow_failure, bool):
+        raise ValueError(f"allow_failure must be True or False, got {job.allow_failure!r}")
 
 
 def check_jobs(jobs: Sequence[NewJob]) -> None:

@@ -7,7 +7,7 @@ limit, so bad input is one clear error at enqueue and nothing is written.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,7 +21,13 @@ from tether.stores._contract import FlowLimit, NewJob
 
 #: The keyword arguments ``Task.enqueue`` takes as enqueue options, not task arguments.
 OPTIONS = frozenset({"delay", "run_at", "priority", "unique_key", "queue", "conn",
-                     "limit_key"})
+                     "limit_key", "after", "allow_failure"})
+#: How a workflow step receives its parents' results (the payload envelope's ``pipe``):
+#: ``one``, the first parent's result, ``all``, the list of every parent's result (in
+#: ``after`` order), prepended to the positional arguments by the worker.
+PIPES = frozenset({"one", "all"})
+#: What ``after=`` takes: a job id, or an iterable of them (``JobId`` is an int).
+After = int | Iterable[int] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +67,36 @@ def check_options(opts: TaskOptions) -> None:
         raise ConfigError(f"task {opts.name}: retry must be a tether.Backoff")
 
 
-def encode_call(codec: Codec, args: Sequence[Any], kwargs: dict[str, Any], task: str) -> str:
-    """``[args, kwargs]`` as JSON text through ``codec``; one TypeError for what it refuses."""
+def encode_call(codec: Codec, args: Sequence[Any], kwargs: dict[str, Any], task: str,
+                pipe: str | None = None) -> str:
+    """``[args, kwargs]`` as JSON text through ``codec`` (``[args, kwargs, {"pipe": ...}]``
+    for a workflow step fed its parents' results); one TypeError for what it refuses."""
     if not all(isinstance(k, str) for k in kwargs):
         raise TypeError(f"keyword argument names of {task} must be strings")
-    return to_text(codec, [list(args), kwargs], f"arguments of {task}")
+    call: list[Any] = [list(args), kwargs]
+    if pipe is not None:
+        call.append({"pipe": pipe})
+    return to_text(codec, call, f"arguments of {task}")
+
+
+def parent_ids(after: After) -> tuple[int, ...]:
+    """``after=`` as the store takes it: a tuple of ids, in the order given, each once (the
+    order is that of ``parent_results``). A lone id is a list of one. Refuses what is not an
+    id here, naming it, rather than as a store error."""
+    if after is None:
+        return ()
+    items: Iterable[Any] = (after,) if isinstance(after, int) else after
+    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+        raise TypeError(f"after must be a job id or a list of job ids, got {after!r}")
+    out: dict[int, None] = {}
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise TypeError(f"after must list job ids (int), got {item!r}")
+        limits.check_int(item, "after: job id", low=1, high=limits.MAX_JOB_ID)
+        out[int(item)] = None
+    if len(out) > limits.MAX_AFTER:
+        raise ValueError(f"after lists {len(out)} jobs; at most {limits.MAX_AFTER}")
+    return tuple(out)
 
 
 def make_new_job(
@@ -82,8 +113,14 @@ def make_new_job(
     max_stalls: int = 3,
     codec: Codec = DEFAULT_CODEC,
     limit_key: str | int | None = None,
+    after: After = None,
+    allow_failure: bool = False,
+    pipe: str | None = None,
 ) -> NewJob:
-    """Validate one job's enqueue options; every refusal names the option and its limit."""
+    """Validate one job's enqueue options; every refusal names the option and its limit.
+
+    ``after``: the jobs this one waits for (issue #20); ``pipe``: how the worker feeds it
+    their results (:data:`PIPES`)."""
     if delay is not None and run_at is not None:
         raise ValueError("give delay or run_at, not both")
     if delay is not None:
@@ -103,8 +140,14 @@ def make_new_job(
         limits.check_text(limit_key, "limit_key", limit=limits.MAX_UNIQUE_KEY, allow_empty=True)
     limits.check_text(queue, "queue", limit=limits.MAX_NAME)
     limits.check_text(task, "task name", limit=limits.MAX_NAME)
+    parents = parent_ids(after)
+    if not isinstance(allow_failure, bool):
+        raise TypeError(f"allow_failure must be True or False, got {allow_failure!r}")
+    if pipe is not None and pipe not in PIPES:
+        raise ValueError(f"pipe must be one of {sorted(PIPES)}, got {pipe!r}")
     return NewJob(
-        task=task, payload=encode_call(codec, args, kwargs, task), queue=queue,
+        task=task, payload=encode_call(codec, args, kwargs, task, pipe), queue=queue,
         priority=priority, run_at=when, delay=float(delay or 0.0), max_attempts=max_attempts,
-        max_stalls=max_stalls, unique_key=unique_key, limit_key=limit_key,
+        max_stalls=max_stalls, unique_key=unique_key, limit_key=limit_key, after=parents,
+        allow_failure=allow_failure,
     )

@@ -45,6 +45,13 @@ def encode_call(args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], task:
 def decode_call(payload: str) -> tuple[list[Any], dict[str, Any]]:
     """``[args, kwargs]``, or ``[args, kwargs, meta]`` where ``meta`` is tether's own envelope
     (e.g. the trace context, see tether.tracing): it never reaches the handler."""
+    args, kwargs, _ = decode_envelope(payload)
+    return args, kwargs
+
+
+def decode_envelope(payload: str) -> tuple[list[Any], dict[str, Any], dict[str, Any] | None]:
+    """:func:`decode_call` and the envelope (None without one): one parse for both, as the
+    worker needs the envelope's ``pipe`` (a workflow step's parent results) on every run."""
     try:
         value, end = _scan(payload, 0)
     except (StopIteration, TypeError):
@@ -59,7 +66,7 @@ def decode_call(payload: str) -> tuple[list[Any], dict[str, Any]]:
         or (len(value) == 3 and not isinstance(value[2], dict))
     ):
         raise ValueError("payload is not [args, kwargs]")
-    return value[0], value[1]
+    return value[0], value[1], (value[2] if len(value) == 3 else None)
 
 
 def meta(payload: str) -> dict[str, Any]:

@@ -23,8 +23,11 @@ from tether._backoff import Backoff
 from tether._codec import Codec, JSONCodec, decodes_as_is, to_text, type_hints
 from tether._flow import key_of, key_reader
 from tether._jobid import JobId
-from tether._newjob import OPTIONS, TaskOptions, check_options, make_new_job
+from tether._newjob import OPTIONS, PIPES, After, TaskOptions, check_options, make_new_job
 from tether.stores._contract import FlowLimit, NewJob
+
+if TYPE_CHECKING:
+    from tether._canvas import Signature
 
 __all__ = ["OPTIONS", "BadArguments", "Enqueuer", "Host", "Task", "TaskDecorator",
            "TaskOptions", "check_options", "make_new_job"]
@@ -64,6 +67,13 @@ class TaskDecorator(Protocol):
 
     @overload
     def __call__(self, func: Callable[P, R], /) -> Task[P, R]: ...
+
+
+class PipeSource(Protocol):
+    """Where a workflow step's piped value comes from: the running attempt's context
+    (:meth:`tether.JobContext.piped`), which reads the parents' results from the store."""
+
+    def piped(self, pipe: str) -> Any: ...
 
 
 class BadArguments(TypeError):
@@ -132,14 +142,26 @@ class Task(Generic[P, R]):
             self._hints = type_hints(self.func)
         return self._hints
 
-    def arguments(self, payload_text: str) -> tuple[list[Any], dict[str, Any]]:
+    def arguments(self, payload_text: str, source: PipeSource | None = None) \
+            -> tuple[list[Any], dict[str, Any]]:
         """Decode a job's payload, check that it binds to the function's signature, and decode
-        each argument by its parameter's annotation."""
+        each argument by its parameter's annotation.
+
+        ``source``: the running attempt, for a workflow step whose envelope says ``pipe``:
+        its parents' result(s) become the first positional argument, decoded by that
+        parameter's annotation like any other. Without it (a job shown by the CLI or the
+        dashboard) the stored arguments are decoded as they are."""
         try:
-            args, kwargs = payload.decode_call(payload_text)
+            args, kwargs, envelope = payload.decode_envelope(payload_text)
         except ValueError as exc:  # json.JSONDecodeError is a ValueError
             raise BadArguments(f"the stored arguments of {self.name} are not "
                                f"[args, kwargs] JSON: {exc}") from None
+        if envelope is not None and source is not None and "pipe" in envelope:
+            pipe = envelope["pipe"]
+            if pipe not in PIPES:
+                raise BadArguments(f"the stored arguments of {self.name} ask for pipe "
+                                   f"{pipe!r}; tether knows {sorted(PIPES)}")
+            args = [source.piped(pipe), *args]
         if self._signature is None:
             return args, kwargs
         shape = (len(args), frozenset(kwargs))
@@ -213,9 +235,14 @@ class Task(Generic[P, R]):
         unique_key: str | None = None,
         queue: str | None = None,
         limit_key: str | int | None = None,
+        after: After = None,
+        allow_failure: bool = False,
+        pipe: str | None = None,
     ) -> NewJob:
         """One job of this task. ``limit_key``: the key its limits count it under; by default
-        the value of the task's ``limit_key=`` argument in this call (None without one)."""
+        the value of the task's ``limit_key=`` argument in this call (None without one).
+        ``after``, ``allow_failure``: the jobs it waits for (docs/workflows.md); ``pipe``:
+        how their results reach it (a workflow step, :mod:`tether._canvas`)."""
         opts = self.config
         if limit_key is not None:
             key: str | None = key_of(limit_key, self.name, "limit_key")
@@ -226,7 +253,7 @@ class Task(Generic[P, R]):
             priority=opts.priority if priority is None else priority,
             delay=delay, run_at=run_at, unique_key=unique_key,
             max_attempts=opts.max_attempts, max_stalls=opts.max_stalls, codec=self.codec,
-            limit_key=key,
+            limit_key=key, after=after, allow_failure=allow_failure, pipe=pipe,
         )
 
     def _split(self, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -245,9 +272,11 @@ class Task(Generic[P, R]):
     def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId[R]:
         """Queue one job; returns its id.
 
-        Keywords named ``delay``, ``run_at``, ``priority``, ``unique_key``, ``queue`` and
-        ``conn`` are enqueue options at run time (``conn``: enqueue inside that database
-        transaction); every other keyword is an argument of the task. The type checker only
+        Keywords named ``delay``, ``run_at``, ``priority``, ``unique_key``, ``queue``,
+        ``limit_key``, ``after``, ``allow_failure`` and ``conn`` are enqueue options at run
+        time (``conn``: enqueue inside that database transaction; ``after``: the job waits
+        for these jobs, see docs/workflows.md); every other keyword is an argument of the
+        task. The type checker only
         knows the function's own parameters: the typed way to pass options is
         ``task.options(delay=5).enqueue(...)`` or :meth:`enqueue_with`. When the function
         itself has a parameter with an option's name, the keyword is ambiguous and TypeError
@@ -268,14 +297,18 @@ class Task(Generic[P, R]):
         queue: str | None = None,
         conn: Any = None,
         limit_key: str | int | None = None,
+        after: After = None,
+        allow_failure: bool = False,
     ) -> JobId[R]:
         """Queue one job with the task's arguments given apart from the options, so any
         argument name works (``kwargs={"delay": 5}`` is the task's ``delay``).
         ``limit_key``: the key the task's limits count this job under, instead of the value
-        of its ``limit_key=`` argument."""
+        of its ``limit_key=`` argument. ``after``: job ids it waits for (it stays
+        ``waiting`` until every one is done, and is cancelled if one fails, unless
+        ``allow_failure``); see docs/workflows.md."""
         job = self.new_job(tuple(args), dict(kwargs or {}), delay=delay, run_at=run_at,
                            priority=priority, unique_key=unique_key, queue=queue,
-                           limit_key=limit_key)
+                           limit_key=limit_key, after=after, allow_failure=allow_failure)
         return JobId(self.runtime.enqueue_jobs([job], conn=conn)[0])
 
     def _batch(self, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]],
@@ -297,12 +330,33 @@ class Task(Generic[P, R]):
         priority: int | None = None,
         queue: str | None = None,
         conn: Any = None,
+        after: After = None,
+        allow_failure: bool = False,
     ) -> list[JobId[R]]:
         """Queue many jobs in one store round trip: ``calls`` is ``[(args, kwargs), ...]``;
-        the options (as in :meth:`enqueue_with`) apply to every job of the batch."""
+        the options (as in :meth:`enqueue_with`) apply to every job of the batch (``after``:
+        each waits for the same jobs, a fan-out)."""
         jobs = self._batch(calls, {"delay": delay, "run_at": run_at, "priority": priority,
-                                   "queue": queue})
+                                   "queue": queue, "after": after,
+                                   "allow_failure": allow_failure})
         return [JobId(i) for i in self.runtime.enqueue_jobs(jobs, conn=conn)]
+
+    # -- workflows ----------------------------------------------------------------------------
+    def s(self, *args: Any, **kwargs: Any) -> Signature[R]:
+        """A signature: this task with these arguments, to compose with ``tether.chain``,
+        ``tether.group`` and ``tether.chord`` (or enqueue alone). In a chain or chord the
+        previous step's result comes first, before these arguments. Every keyword is an
+        argument of the task: options go through ``.set(queue=..., delay=...)``."""
+        from tether._canvas import Signature
+
+        return Signature(self, tuple(args), dict(kwargs))
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature[R]:
+        """An immutable signature: in a chain or chord it runs after the previous step but
+        is not given its result."""
+        from tether._canvas import Signature
+
+        return Signature(self, tuple(args), dict(kwargs), immutable=True)
 
     # -- producing from an event loop ----------------------------------------------------------
     async def aenqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobId[R]:
@@ -321,10 +375,13 @@ class Task(Generic[P, R]):
         priority: int | None = None,
         queue: str | None = None,
         conn: Any = None,
+        after: After = None,
+        allow_failure: bool = False,
     ) -> list[JobId[R]]:
         """:meth:`enqueue_many` for ``async`` code: one round trip, one request id."""
         jobs = self._batch(calls, {"delay": delay, "run_at": run_at, "priority": priority,
-                                   "queue": queue})
+                                   "queue": queue, "after": after,
+                                   "allow_failure": allow_failure})
         return [JobId(i) for i in await self.runtime.aenqueue_jobs(jobs, conn=conn)]
 
 
@@ -371,7 +428,10 @@ class Options(Generic[P, R]):
         queue: str | None = None,
         conn: Any = None,
         limit_key: str | int | None = None,
+        after: After = None,
+        allow_failure: bool | None = None,
     ) -> Enqueuer[P, R]:
         return Enqueuer(self._task, {"delay": delay, "run_at": run_at, "priority": priority,
                                      "unique_key": unique_key, "queue": queue, "conn": conn,
-                                     "limit_key": limit_key})
+                                     "limit_key": limit_key, "after": after,
+                                     "allow_failure": allow_failure})

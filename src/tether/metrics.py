@@ -68,13 +68,13 @@ class QueueCollector(Collector):
         for q in sorted({c.queue for c in counts}):
             for state in STATUSES:
                 depth.add_metric([q, state], grid.get((q, state), 0))
-            waiting = 0.0
+            oldest = 0.0
             if grid.get((q, "pending")):
                 first = store.search_jobs(JobFilter(status="pending", queue=q,
                                                     newest_first=False), limit=1)
                 if first:
-                    waiting = max(0.0, now - first[0].run_at)
-            age.add_metric([q], waiting)
+                    oldest = max(0.0, now - first[0].run_at)
+            age.add_metric([q], oldest)
         return [depth, age]
 
     def collect(self) -> Iterator[Any]:

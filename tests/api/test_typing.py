@@ -52,6 +52,7 @@ def test_wait_is_typed_by_the_task_result(mypy_output: dict[str, list[str]]) -> 
         '"int"',                      # app.wait(add.enqueue(1, 2))
         '"list[float]"',              # an async task: what its coroutine returns
         '"Any"',                      # app.wait(7): a plain int says nothing
+        '"tether._jobid.JobId[int]"',  # add.s(1, 2).enqueue(): a signature keeps R
         '"int"',                      # await app.await_result(JobId[int])
     ]
 

@@ -24,3 +24,5 @@ def test_flow_bench_runs_every_mode(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert len(results["none"]) == 1 and results["none"][0] > 0
     assert len(results["key"]) == 1 and results["key"][0] > 0
     assert "main" not in results  # no --main: that mode is not run
+    cpu = json.loads(out.read_text())["cpu_us"]["sqlite"]
+    assert len(cpu["key"]) == 1 and cpu["key"][0] >= 0

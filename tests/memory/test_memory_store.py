@@ -241,3 +241,22 @@ def test_a_worker_heartbeats_and_producers_at_once_run_every_job_once(name: str)
     finally:
         stop_reading.set()
         app.close()
+
+
+def test_link_tables_are_emptied_as_jobs_go(mem: MemoryStore) -> None:
+    """Links live as long as their child (issue #20): once every job of a workflow is pruned or
+    purged, nothing of it is left in the link tables (a long-lived process does not leak)."""
+    t = mem.now()
+    (root,) = mem.enqueue([NewJob("t", queue="r")], now=t)
+    (held,) = mem.claim("w", ["r"], 1, 30, now=t)
+    kids = mem.enqueue([NewJob("t", queue="k", after=(root,)) for _ in range(3)], now=t)
+    mem.enqueue([NewJob("t", queue="g", after=(kids[0], kids[1]), allow_failure=True)], now=t)
+    mem.enqueue([NewJob("t", queue="g", after=(kids[2],))], now=t)
+    assert mem.finish([Outcome(held.lease, "done", result="1")], now=t + 1) == []
+    assert mem.purge("g", ["waiting"]) == 2
+    assert mem.purge("k", ["pending"]) == 3
+    assert mem.prune("done", 0, now=t + 10) == 1
+    assert mem.list_jobs() == []
+    links = mem._db.links
+    assert (links.parents, links.children, links.unresolved, links.waiting_on,
+            links.allow_failure) == ({}, {}, {}, {}, set())

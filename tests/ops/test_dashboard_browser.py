@@ -181,3 +181,47 @@ def test_flow_limits_and_snoozes_in_chromium(tmp_path: Path, spawn: Spawn,
         browser.save_screenshot(str(tmp_path / "job-snoozed.png"))
     finally:
         store.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_workflow_graph_in_chromium(tmp_path: Path, spawn: Spawn, browser: Any) -> None:
+    """Issue #20: a waiting job's page lists its parents and draws the workflow as SVG, a box
+    per job in its status's colour; clicking a box opens that job."""
+    from tests.ops.test_workflow_ops import diamond
+
+    url = f"sqlite:///{tmp_path / 'wf.db'}"
+    store = open_store(url)
+    store.migrate()
+    ids = diamond(store)
+    port = free_port()
+    proc = spawn("dashboard", "--url", url, "--port", str(port))
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/healthz", timeout=2).read()
+            break
+        except OSError:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the dashboard did not come up"
+            time.sleep(0.1)
+    try:
+        browser.get(f"{base}/jobs/{ids['d']}")
+        assert browser.find_element(By.ID, "status").text == "waiting"
+        assert "waiting on 2 of 2" in browser.find_element(By.ID, "parents").text
+        graph = browser.find_element(By.ID, "graph")
+        assert graph.size["width"] > 300 and graph.size["height"] > 100, "drawn, not empty"
+        done = browser.find_element(By.ID, f"node-{ids['a']}")
+        fill = browser.execute_script(
+            "return getComputedStyle(arguments[0].querySelector('rect')).fill;", done)
+        assert fill == "rgb(220, 252, 231)", "a done job's box is green"
+        assert browser.find_element(By.ID, f"node-{ids['d']}").get_attribute(
+            "data-status") == "waiting"
+        browser.save_screenshot(str(tmp_path / "job-workflow.png"))
+        click(browser, done)
+        assert browser.find_element(By.ID, "status").text == "done"
+        assert str(ids["b"]) in browser.find_element(By.ID, "children").text
+    finally:
+        store.close()
+    assert (tmp_path / "job-workflow.png").stat().st_size > 5000

@@ -153,6 +153,7 @@ def _params(bulk: Bulk, name: str) -> dict[str, Any]:
                 ]),
                 "ids": "{" + ",".join(str(lease.job_id) for lease in leases) + "}",
                 "done": "t_explain_done", "done_key": 1, "gate": True,
+                "channel": "t_explain_jobs",
             },
             "finish_replays": {
                 "batch": json.dumps([

@@ -19,7 +19,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.contract.helpers import WAKE_WAIT, waiter_thread
+from tests.contract.helpers import WAKE_WAIT, must_get, waiter_thread
+from tests.crash.harness import wait_for
 from tests.pg_template import clone_for_url
 from tests.throwaway.pgbouncer import Bouncer, pgbouncer
 from tether._errors import ConfigError, StoreError
@@ -332,3 +333,70 @@ def test_limited_claims_hold_through_a_transaction_pooler(
             "AND ((classid::bigint << 32) | objid::bigint) = %s",
             (lock_key(producer.schema),)).fetchone()
     assert held == (0,), "the flow lock ended with its transaction"
+
+
+def test_workflows_through_a_transaction_pooler(
+    pg_url: str, tx_bouncer: Bouncer, opened: list[PostgresStore]
+) -> None:
+    """Job dependencies (issue 20) keep no session state: the parents' row locks, the links
+    and resolve_links (which carries its own search_path) live within one transaction.
+    Through a transaction pooler (3 server connections), 4 worker clients run a fan-out of 30
+    children and a chord over them, released once every member is done, while a failing
+    branch cancels its descendants; the async producer links children the same way."""
+    import asyncio
+
+    clone_for_url(pg_url)
+    url = tx_bouncer.url(pg_url) + "&pooler=transaction"
+    producer = _open(opened, url)
+    [root, failing] = producer.enqueue([NewJob("t", queue="wf"), NewJob("fail", queue="wf")])
+    members = producer.enqueue([NewJob("t", queue="wf", after=(root,)) for _ in range(30)])
+    [chord] = producer.enqueue([NewJob("t", queue="wf", after=tuple(members))])
+
+    async def link() -> list[int]:
+        aproducer = producer.async_producer()
+        try:
+            [kid] = await aproducer.enqueue([NewJob("t", queue="wf", after=(failing,))])
+            return [kid, *await aproducer.enqueue([NewJob("t", queue="wf", after=(kid,))])]
+        finally:
+            await aproducer.aclose()
+
+    doomed = asyncio.run(link())
+    errors: list[BaseException] = []
+    ran: list[int] = []
+    stop = threading.Event()
+
+    def work(n: int) -> None:
+        store = PostgresStore(url, max_size=1)
+        try:
+            while not stop.is_set():
+                jobs = store.claim(f"w{n}", ["wf"], 2, 30.0)
+                if not jobs:
+                    store.wait_for_jobs(["wf"], 0.2)
+                    continue
+                ran.extend(j.id for j in jobs)
+                outcomes = [Outcome(j.lease, "dead", error="boom", reason="error")
+                            if j.task == "fail" else Outcome(j.lease, "done", result="1")
+                            for j in jobs]
+                assert store.finish(outcomes) == []
+        except (StoreError, AssertionError) as exc:
+            errors.append(exc)
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_for(lambda: errors or must_get(producer, chord).status == "done", 120,
+                 "the chord's callback to run")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+    assert errors == []
+    assert sorted(ran) == sorted([root, failing, *members, chord]), "each ran once"
+    ends = [must_get(producer, m).finished_at or 0.0 for m in members]
+    assert max(ends) <= (must_get(producer, chord).started_at or 0.0)
+    for job in producer.get_jobs(doomed):
+        assert (job.status, job.failure_reason) == ("cancelled", "dependency_failed")
+    assert producer.job_links(chord).parents == tuple(members)

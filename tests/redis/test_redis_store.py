@@ -22,8 +22,10 @@ from tether.stores._redis.store import RedisStore
 LAYOUT = re.compile(
     r"^(schema_version|epoch|incidents|ids|queues|running|unique|workers|workers:seen"
     r"|req:(enqueue|claim|cancel|retry):[0-9a-f]{32}"
-    r"|job:\d+|prios:.+|pending:.+:-?\d+|idx:.+:(pending|running|done|failed|cancelled)"
-    r"|finished:(done|failed|cancelled)|leader:.+|leader_term:.+|flow:starts:.+)$"
+    r"|job:\d+|prios:.+|pending:.+:-?\d+"
+    r"|idx:.+:(waiting|pending|running|done|failed|cancelled)"
+    r"|finished:(done|failed|cancelled)|leader:.+|leader_term:.+|flow:starts:.+"
+    r"|(parents|children|waiters):\d+)$"
 )
 
 
@@ -95,6 +97,8 @@ def test_every_key_stays_under_the_prefix(
             rstore.prune("done", 0, now=t0 + 1000)
             rstore.list_jobs(status="pending")
             rstore.counts()
+            (parent,) = rstore.enqueue([NewJob("p", queue="wf")], now=t0)
+            rstore.enqueue([NewJob("c", queue="wf", after=(parent,))], now=t0)  # link keys
 
             mine = {k[len(prefix) + 1 :] for k in keys_under(raw, prefix)}
             assert mine, "the store wrote nothing?"

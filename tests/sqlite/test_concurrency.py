@@ -201,3 +201,79 @@ def test_store_survives_fork(sqlite_store: SQLiteStore) -> None:
     job = sqlite_store.get_job(job_id)
     assert job is not None
     assert (job.status, job.locked_by) == ("running", "child")
+
+
+def _hold_write(store: SQLiteStore, held: threading.Event, release: threading.Event) -> None:
+    """Sit in a write transaction of ``store`` (this thread's connection) until ``release``."""
+    with store._db.write():
+        held.set()
+        release.wait(60)
+
+
+def test_threads_take_turns_on_the_process_writer_lock(sqlite_store: SQLiteStore) -> None:
+    """A write waits while another thread of the process is in one, and goes on once that
+    one commits (the process lock hands over; SQLite's lock is free by then)."""
+    held, release, done = threading.Event(), threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold_write, args=(sqlite_store, held, release))
+    holder.start()
+    assert held.wait(30)
+    got: list[int] = []
+
+    def write() -> None:
+        got.extend(sqlite_store.enqueue([NewJob("t")]))
+        done.set()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    assert not done.is_set()  # it cannot have written: the holder's transaction is open
+    release.set()
+    holder.join(30)
+    assert done.wait(30)
+    writer.join(30)
+    assert [j.id for j in sqlite_store.list_jobs()] == got
+
+
+def test_a_write_held_too_long_by_another_thread_gives_store_unavailable(
+    make_store: Callable[..., SQLiteStore],
+) -> None:
+    store = make_store(busy_timeout=0.2)
+    store.migrate()
+    held, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=_hold_write, args=(store, held, release))
+    holder.start()
+    try:
+        assert held.wait(30)
+        with pytest.raises(StoreUnavailable, match="another thread of this process"):
+            store.enqueue([NewJob("t")])
+    finally:
+        release.set()
+        holder.join(30)
+    assert store.enqueue([NewJob("t")])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_while_the_writer_lock_is_held_writes(sqlite_store: SQLiteStore) -> None:
+    """The process writer lock held in the parent at the fork (here by the test itself, as a
+    thread does between taking it and BEGIN) is not the child's: the child writes at once
+    instead of waiting out busy_timeout on a lock no thread of its own will release."""
+    job_id = sqlite_store.enqueue([NewJob("t")])[0]
+    ctx = multiprocessing.get_context("fork")
+    results: Any = ctx.Queue()
+
+    def child() -> None:
+        try:
+            jobs = sqlite_store.claim("child", ["default"], 10, 30.0)
+            results.put([job.id for job in jobs])
+        except Exception as exc:  # reported to the parent, which fails the test
+            results.put(repr(exc))
+
+    writer = sqlite_store._db._writer
+    assert writer.acquire(timeout=30)
+    try:
+        proc = ctx.Process(target=child)
+        proc.start()
+        assert results.get(timeout=60) == [job_id]
+    finally:
+        writer.release()
+    proc.join(30)
+    assert proc.exitcode == 0

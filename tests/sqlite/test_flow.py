@@ -34,7 +34,7 @@ def _plan(store: SQLiteStore, name: str) -> str:
         ("flow_heads", "jobs_flow (queue=? AND task=? AND limit_key=?)"),
         ("flow_group_heads", "jobs_flow (queue=? AND task=? AND limit_key>?)"),
         ("flow_unkeyed", "jobs_claim (queue=?)"),
-        ("flow_unkeyed_walk", "jobs_claim (queue=?)"),
+        ("flow_walk", "jobs_claim (queue=?)"),
         ("flow_drop_starts", "flow_starts_group (grp=? AND at<?)"),
     ],
 )
@@ -83,37 +83,37 @@ def test_jobs_without_a_key_stay_out_of_the_flow_index(sqlite_store: SQLiteStore
     assert conn.execute(count).fetchone()[0] == 0
 
 
-def test_limited_claims_match_the_memory_store(sqlite_store: SQLiteStore) -> None:
-    """The SQLite claim chooses two ways (every group's first job in one statement when that
-    provably is the claim, else the per-group walk); both must give exactly the memory store's
-    choice, which follows the rules literally. Random jobs, keys, priorities and limits, the
-    same claims on both stores, finishing some jobs between claims."""
+def _match_memory(sqlite_store: SQLiteStore, seed: int, jobs: int,
+                  keys: list[str | None], steps: int) -> None:
+    """Random jobs (keys drawn from ``keys``, repeats weigh), priorities and limits, the same
+    claims on the SQLite and the memory store, finishing some jobs between claims: both must
+    choose exactly the same jobs (memory follows the rules literally)."""
     import random
 
     from tether.stores import open_store
 
-    rng = random.Random(19)
+    rng = random.Random(seed)
     memory = open_store("memory://")
     memory.migrate()
     t0 = sqlite_store.now()
     tasks = ["a", "b", "c"]
-    jobs = [NewJob(rng.choice(tasks), queue=rng.choice(["q1", "q2"]),
-                   priority=rng.choice([0, 0, 0, 1, -1]),
-                   limit_key=rng.choice([None, "k1", "k2", "k3", "k4", "", "k5"]),
-                   run_at=t0 - rng.random() * 10)
-            for _ in range(400)]
-    assert sqlite_store.enqueue(jobs, now=t0) == memory.enqueue(jobs, now=t0)
+    new = [NewJob(rng.choice(tasks), queue=rng.choice(["q1", "q2"]),
+                  priority=rng.choice([0, 0, 0, 1, -1]), limit_key=rng.choice(keys),
+                  run_at=t0 - rng.random() * 10)
+           for _ in range(jobs)]
+    assert sqlite_store.enqueue(new, now=t0) == memory.enqueue(new, now=t0)
     flows = [
         [FlowLimit("task", "a", concurrency=2, per_key=True)],
         [FlowLimit("task", "a", concurrency=3, per_key=True),
          FlowLimit("task", "b", concurrency=4), FlowLimit("queue", "q2", concurrency=9)],
         [FlowLimit("task", "c", rate=5, per=60.0, per_key=True),
          FlowLimit("task", "a", per_key=True)],
+        [FlowLimit("task", t, concurrency=1, per_key=True) for t in tasks],
     ]
     held: list[int] = []
-    for step in range(200):
+    for step in range(steps):
         flow = rng.choice(flows)
-        limit = rng.choice([1, 2, 3, 5, 8, 20])
+        limit = rng.choice([1, 2, 3, 5, 8, 20, 70])
         now = t0 + step
         queues = rng.choice([["q1"], ["q2"], ["q1", "q2"]])
         got = sqlite_store.claim("w", queues, limit, 3600.0, now=now, flow=flow)
@@ -128,3 +128,39 @@ def test_limited_claims_match_the_memory_store(sqlite_store: SQLiteStore) -> Non
                 assert store.finish([Outcome(job.lease, "done", result="1")], now=now) == []
             held.remove(job_id)
     memory.close()
+
+
+def test_limited_claims_match_the_memory_store(sqlite_store: SQLiteStore) -> None:
+    """The SQLite claim chooses three ways (the walk in claim order; every group's first job
+    in one statement; the per-group walk); each must give exactly the memory store's choice.
+    Few jobs per key: mostly the walk."""
+    _match_memory(sqlite_store, 19, 400, [None, "k1", "k2", "k3", "k4", "", "k5"], 200)
+
+
+def test_limited_claims_behind_a_hot_key_match_the_memory_store(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """As above with one key holding most of the jobs: at its limit, runs of it longer than the
+    walk's bound stand in front of the others, so the claims that fall back are checked too."""
+    keys: list[str | None] = ["hot"] * 12 + [None, "k1", "k2", "k3", ""]
+    _match_memory(sqlite_store, 7, 1500, keys, 120)
+
+
+def test_the_walk_gives_up_past_its_bound(sqlite_store: SQLiteStore) -> None:
+    """A key at its limit with more jobs in front than the walk reads: the walk says so (None)
+    instead of reading on, and the claim still finds the jobs behind them."""
+    from tether.stores._flow import FlowBook
+    from tether.stores._sqlite.flow_walk import bound, walk_claim
+
+    t0 = sqlite_store.now()
+    sqlite_store.enqueue([NewJob(T, limit_key="big") for _ in range(bound(5) + 10)], now=t0)
+    small = sqlite_store.enqueue([NewJob(T, limit_key="small") for _ in range(3)], now=t0 + 1)
+    plain = sqlite_store.enqueue([NewJob(T)], now=t0 + 2)
+    flow = [FlowLimit("task", T, concurrency=1, per_key=True)]
+    (first,) = sqlite_store.claim("w", ["default"], 1, 60.0, now=t0 + 3, flow=flow)
+    assert first.limit_key == "big"
+    book = FlowBook(flow, {(T, "default", "big"): 1}, {})
+    conn = sqlite_store._db.get()
+    assert walk_claim(conn, book, ["default"], t0 + 3, 5) is None
+    got = sqlite_store.claim("w", ["default"], 5, 60.0, now=t0 + 4, flow=flow)
+    assert sorted(j.id for j in got) == [small[0], plain[0]]

@@ -49,7 +49,7 @@ def test_version_5_file_gets_flow_limits(
     store = make_store()
     with pytest.raises(SchemaError, match="run `tether migrate`"):
         store.check_schema()
-    assert store.migrate() == SCHEMA_VERSION == 6
+    assert store.migrate() == SCHEMA_VERSION >= 6
     store.check_schema()
     old = [store.get_job(i) for i in (1, 2)]
     assert [(j.limit_key, j.snoozes) for j in old if j] == [(None, 0), (None, 0)]
@@ -76,7 +76,7 @@ def test_version_1_file_is_upgraded_in_place(
     store = make_store()
     with pytest.raises(SchemaError, match="run `tether migrate`"):
         store.check_schema()
-    assert SCHEMA_VERSION == 6
+    assert SCHEMA_VERSION == 7
     assert store.migrate() == SCHEMA_VERSION
     store.check_schema()
     assert store.info().schema_version == SCHEMA_VERSION

@@ -38,6 +38,16 @@ def describe(task: tether.Task) -> str:  # a bare Task is Task[..., Any]: no typ
 
 describe(add)
 
+# workflows (issue #20): after= on every enqueue, signatures and the canvas
+parent = add.enqueue_with((1, 2), after=[job], allow_failure=True)
+child: tether.JobId[int] = add.options(after=[job, parent]).enqueue(3, 4)
+reveal_type(add.s(1, 2).enqueue(after=job))
+run: tether.WorkflowIds = tether.chain(
+    add.s(1, 2), add.s(3), tether.group(add.s(4), add.si(1, 1))).enqueue()
+final: tether.JobId[object] = run.last
+fan_in = tether.chord([add.s(i, i) for i in range(3)],
+                      add.s(0).set(queue="q", allow_failure=True)).enqueue(after=[job])
+
 
 async def produce() -> int:
     one = await add.aenqueue(5, 6)
@@ -46,6 +56,7 @@ async def produce() -> int:
     ids = await add.aenqueue_many([((1, 1), {})])
     await app.acancel(ids[0])
     found = await app.aget_job(one)
+    await tether.chain(add.s(1, 1), add.s(2)).aenqueue(after=[one])
     return found.attempt + await app.await_result(one)
 
 

@@ -61,6 +61,14 @@ def register(app: tether.App) -> None:
         return {"dedup": job.dedup_key, "queue": job.queue, "seen": seen,
                 "checkpoint": job.checkpoint, "progress": job.progress, "text": text}
 
+    @app.task(name="pool.wf_sum")
+    def wf_sum(sums: list[dict[str, Any]], extra: int = 0) -> dict[str, Any]:
+        """A chord's callback: its piped list, and what ``current_job()`` reads of its
+        parents, from a child that has no store (the worker reads for it)."""
+        job = tether.current_job()
+        return {"total": sum(s["sum"] for s in sums) + extra, "parents": list(job.parents),
+                "results": job.parent_results(), "pid": os.getpid()}
+
     @app.task(name="pool.nap", max_attempts=3)
     def nap(seconds: float, log: str) -> dict[str, Any]:
         """Sleep; a line ``job attempt pid`` in ``log`` says it started (one O_APPEND write)."""

@@ -132,3 +132,26 @@ def test_a_bad_job_inside_the_callers_transaction_is_its_own_error(
 
     asyncio.run(scenario())
     assert app.store.counts() == []
+
+
+def test_a_workflow_enqueued_inside_the_callers_transaction(
+        pg_app: tuple[tether.App, str]) -> None:
+    """Issue #20: every level of a chain goes through the caller's connection, so the whole
+    workflow exists iff the caller commits (the children name parents the same transaction
+    inserted)."""
+    app, _ = pg_app
+
+    @app.task
+    def step(x: int = 0) -> int:
+        return x + 1
+
+    with psycopg.connect(PG_DSN) as conn:
+        gone = tether.chain(step.s(0), step.s(), step.s()).enqueue(conn=conn)
+        conn.rollback()
+        kept = tether.chain(step.s(0), step.s(), step.s()).enqueue(conn=conn)
+        assert app.store.get_job(kept.last) is None  # not visible before the commit
+        conn.commit()
+    assert app.store.get_jobs(list(gone.ids)) == []
+    assert [app.get_job(i).status for i in kept.ids] == ["pending", "waiting", "waiting"]
+    with running(app, concurrency=2):
+        assert app.wait(kept.last, timeout=30) == 3

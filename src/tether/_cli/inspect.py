@@ -9,11 +9,14 @@ from typing import Any
 from tether import _limits as limits
 from tether._cli.common import alive, connect, json_value, target
 from tether._cli.render import (
+    SHOWN_LINKS,
     dump_json,
     iso,
     job_detail,
     job_dict,
     jobs_table,
+    links_dict,
+    links_rows,
     short,
     table,
     when,
@@ -62,9 +65,15 @@ def cmd_job(args: argparse.Namespace) -> int:
             from tether._cli.live import follow
 
             return follow(store, job, args.json, args.interval)
+        links = store.job_links(job.id)
+        shown = links.parents[:SHOWN_LINKS] + links.children[:SHOWN_LINKS]
+        status = {j.id: j.status for j in store.get_jobs(shown)} if shown else {}
     finally:
         store.close()
-    dump_json(job_dict(job)) if args.json else job_detail(job)
+    if args.json:
+        dump_json({**job_dict(job), **links_dict(links)})
+    else:
+        job_detail(job, links=links_rows(links, status))
     return 0
 
 
@@ -267,14 +276,16 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
                 raise ConfigError(f"the app has no task named {args.task!r} (known: {known})")
             job = task.new_job(call_args, call_kwargs, delay=args.delay,
                                priority=args.priority, unique_key=args.unique_key,
-                               queue=args.queue, limit_key=args.limit_key)
+                               queue=args.queue, limit_key=args.limit_key, after=args.after,
+                               allow_failure=args.allow_failure)
             if args.max_attempts is not None:
                 job = _replace(job, max_attempts=args.max_attempts)
         else:
             job = make_new_job(args.task, call_args, call_kwargs, queue=args.queue or "default",
                                priority=args.priority or 0, delay=args.delay,
                                unique_key=args.unique_key, max_attempts=args.max_attempts or 5,
-                               limit_key=args.limit_key)
+                               limit_key=args.limit_key, after=args.after,
+                               allow_failure=args.allow_failure)
         limits.check_job(job)
     except (ValueError, TypeError) as exc:
         if isinstance(exc, ConfigError):

@@ -19,10 +19,11 @@ from tether._cli import common as c
 from tether._environ import check_environ
 from tether._errors import ConfigError, JobNotFound, StoreError, TetherError
 from tether._logs import FORMATS, LEVELS, check_format, check_level, configure
+from tether.stores._records import STATUSES
 
 Handler = Callable[[argparse.Namespace], int]
 log = logging.getLogger("tether.cli")
-STATUS_CHOICES = ["pending", "running", "done", "failed", "cancelled"]
+STATUS_CHOICES = list(STATUSES)
 
 
 class Parser(argparse.ArgumentParser):
@@ -159,6 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit-key", default=None,
                    help="the key its flow limits count it under (default: with --app, read "
                    "from the task's limit_key argument; else none)")
+    p.add_argument("--after", type=c.job_id, action="append", default=None, metavar="ID",
+                   help="wait for this job to be done first (repeat for several)")
+    p.add_argument("--allow-failure", action="store_true",
+                   help="with --after: run even if a job it waits for fails or is cancelled")
 
     p = add("jobs", inspect.cmd_jobs, "list jobs, newest first, with filters",
             "tether jobs --status failed --queue mail --since 2h")
@@ -175,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--oldest-first", action="store_true", help="ascending id order")
     p.add_argument("--limit", type=c.page_limit, default=50, help="rows per page")
 
-    p = add("job", inspect.cmd_job, "show one job, its result, progress and errors",
+    p = add("job", inspect.cmd_job, "show one job, its result, progress, errors, parents "
+            "and children",
             "tether job 42 --follow")
     _store_options(p)
     p.add_argument("id", type=c.job_id, help="the job's id")

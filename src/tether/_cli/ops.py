@@ -14,7 +14,7 @@ from tether.stores._contract import JobStatus
 #: What ``purge`` deletes unless told otherwise: work nobody has started. Running jobs are never
 #: purged (their holder's lease stands; cancel them instead).
 PURGE_DEFAULT: tuple[JobStatus, ...] = ("pending",)
-PURGEABLE: tuple[JobStatus, ...] = ("pending", "done", "failed", "cancelled")
+PURGEABLE: tuple[JobStatus, ...] = ("waiting", "pending", "done", "failed", "cancelled")
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:

@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from tether.stores._contract import JobRecord, WorkerInfo
+from tether.stores._contract import JobLinks, JobRecord, WorkerInfo
 
-STATUS_STYLE = {"pending": "yellow", "running": "cyan", "done": "green", "failed": "red",
-                "cancelled": "dim", "live": "green", "dead": "red"}
+STATUS_STYLE = {"waiting": "magenta", "pending": "yellow", "running": "cyan", "done": "green",
+                "failed": "red", "cancelled": "dim", "live": "green", "dead": "red"}
 _TIMES = ("run_at", "created_at", "started_at", "finished_at", "lease_until")
 
 
@@ -140,6 +140,36 @@ def job_dict(job: JobRecord) -> dict[str, Any]:
     return data
 
 
+#: How many parents or children ``tether job`` names with their status (JSON: every id).
+SHOWN_LINKS = 20
+
+
+def links_dict(links: JobLinks) -> dict[str, Any]:
+    """A job's place in a workflow, for ``tether job --json`` (issue #20)."""
+    return {"parents": list(links.parents), "children": list(links.children),
+            "waiting_on": links.waiting_on, "allow_failure": links.allow_failure}
+
+
+def links_rows(links: JobLinks, status: Mapping[int, str]) -> list[tuple[str, str]]:
+    """``parents``/``children`` lines: each id with its status (``gone``: pruned or purged),
+    the first :data:`SHOWN_LINKS` of each."""
+    def named(ids: tuple[int, ...]) -> str:
+        text = ", ".join(f"{i} ({status.get(i, 'gone')})" for i in ids[:SHOWN_LINKS])
+        more = len(ids) - SHOWN_LINKS
+        return text + (f", ... and {more} more" if more > 0 else "")
+
+    rows = []
+    if links.parents:
+        rows.append(("parents", named(links.parents)))
+        if links.waiting_on:
+            rows.append(("waiting_on", f"{links.waiting_on} of {len(links.parents)}"))
+        if links.allow_failure:
+            rows.append(("allow_failure", "true"))
+    if links.children:
+        rows.append(("children", named(links.children)))
+    return rows
+
+
 def worker_dict(w: WorkerInfo, live: bool) -> dict[str, Any]:
     return {"id": w.id, "host": w.host, "pid": w.pid, "queues": list(w.queues),
             "concurrency": w.concurrency, "started_at": iso(w.started_at),
@@ -184,8 +214,10 @@ def _value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
 
 
-def job_detail(job: JobRecord, out: TextIO | None = None) -> None:
-    """Readable values (JSON), times with their zone, each error's traceback set apart."""
+def job_detail(job: JobRecord, out: TextIO | None = None,
+               links: list[tuple[str, str]] | None = None) -> None:
+    """Readable values (JSON), times with their zone, each error's traceback set apart;
+    ``links``: the workflow lines (:func:`links_rows`), after the status."""
     out = out or sys.stdout
     data = job_dict(job)
     rows: list[tuple[str, str]] = []
@@ -198,6 +230,8 @@ def job_detail(job: JobRecord, out: TextIO | None = None) -> None:
             continue  # most jobs never snooze: the line would be noise
         elif data[key] is not None:
             rows.append((key, _value(data[key])))
+        if key == "failure_reason" and links:
+            rows.extend(links)
     for key in _TIMES:
         ts = getattr(job, key)
         if ts is not None:

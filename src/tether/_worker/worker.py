@@ -331,7 +331,8 @@ class Worker:
         """Hand a claimed job to the pool (the fetcher dispatches the claim after its last
         job); a job of a task this worker does not know is settled here."""
         self.claimed += 1
-        entry = Running(JobContext(job, self.store, self.runtime.codec), trusted_until)
+        entry = Running(JobContext(job, self.store, self.runtime.codec,
+                                   self.runtime.registry.reading_task), trusted_until)
         task = self.runtime.registry.find_task(job.task)
         if task is None:
             self.registry.add(entry)

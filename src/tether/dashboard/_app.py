@@ -96,7 +96,8 @@ def create_app(open_store: Callable[[], Admin], *, settings: Settings | None = N
         found = store().get_job(job_id)
         if found is None:
             return PlainTextResponse(f"no job with id {job_id}", 404)
-        return page(request, "job.html", **data.job_view(found))
+        return page(request, "job.html", **data.job_view(found),
+                    **data.links_view(store(), found))
 
     async def action(request: Request) -> Response:
         if read_only:

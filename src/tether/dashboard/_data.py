@@ -17,6 +17,7 @@ from tether import _clock as clock
 from tether._cli.inspect import durability_warnings
 from tether._config import Settings
 from tether._flowview import Declared, limit_rows, slots_text
+from tether.dashboard._graph import svg, walk
 from tether.stores._contract import STATUSES, Admin, JobFilter, JobRecord, WorkerInfo
 
 ELECTION = "maintenance"
@@ -108,6 +109,29 @@ def decoded(text: str | None) -> str:
         return text
 
 
+#: How many parents, and children, the job page lists (the graph shows up to MAX_JOBS).
+SHOWN_LINKS = 50
+
+
+def links_view(store: Admin, job: JobRecord) -> dict[str, Any]:
+    """The job's place in a workflow (issue #20): its parents and children with their
+    status, and the SVG graph of the jobs around it; nothing for a job without links (one
+    read of its links, the common case)."""
+    links = store.job_links(job.id)
+    if not (links.parents or links.children):
+        return {"links": links, "graph": None}
+    graph = walk(store, job.id)
+
+    def named(ids: tuple[int, ...]) -> list[tuple[int, str]]:
+        return [(i, graph.nodes.get(i, ("", "?"))[1]) for i in ids[:SHOWN_LINKS]]
+
+    return {"links": links, "graph": svg(graph), "graph_cut": graph.cut,
+            "graph_size": len(graph.nodes), "parents": named(links.parents),
+            "children": named(links.children),
+            "more_parents": max(0, len(links.parents) - SHOWN_LINKS),
+            "more_children": max(0, len(links.children) - SHOWN_LINKS)}
+
+
 def job_view(job: JobRecord) -> dict[str, Any]:
     value = json.loads(job.payload)
     attempts = []
@@ -118,5 +142,6 @@ def job_view(job: JobRecord) -> dict[str, Any]:
         "job": job, "args": pretty(value[0]), "kwargs": pretty(value[1]),
         "result": decoded(job.result), "progress": decoded(job.progress),
         "checkpoint": decoded(job.checkpoint), "attempts": attempts,
-        "live": job.status in ("pending", "running"),
+        "live": job.status in ("waiting", "pending", "running"),
+        "pipe": value[2].get("pipe") if len(value) == 3 and isinstance(value[2], dict) else None,
     }

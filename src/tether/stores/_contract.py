@@ -26,6 +26,17 @@ Invariants every store upholds (the contract suite in ``tests/contract/`` proves
    never takes a job past a limit: the slots of a concurrency limit are the group's
    ``running`` rows (live leases) and nothing else, so no counter can leak when a worker
    dies; rate windows are the store's recorded starts on the store's clock.
+6. **Dependencies resolve exactly once, in the write that decides them.** A job enqueued with
+   ``after`` (:attr:`NewJob.after`) is ``waiting`` while a parent is not terminal. The write
+   that makes its last unresolved parent ``done`` (a ``finish``) makes it ``pending`` (due at
+   ``max(run_at, now)``), in the same atomic write; the write that makes a parent ``failed``
+   or ``cancelled`` (``finish``, ``reap_expired``, ``cancel``, ``purge``) cancels it instead,
+   ``failure_reason`` ``dependency_failed`` and an error record naming the parent, and so its
+   own waiting children, transitively, in that same write (with ``allow_failure`` such a
+   parent counts as resolved instead). Each (parent, child) link resolves once: a replayed or
+   stale finish, a retried dead letter that ends again, or two parents ending at once on
+   different workers never release a child twice nor leave it waiting. Only ``waiting`` jobs
+   are touched. ``prune`` keeps a parent while a child is not terminal.
 
 Counting rules (shared by ``finish`` and ``reap_expired`` so every path agrees):
 
@@ -90,6 +101,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol, cast, runtime_checkable
 
 from tether.stores._records import (
+    DEPENDENCY_FAILED,
     REAPED_ERROR,
     STATUSES,
     TERMINAL,
@@ -100,6 +112,7 @@ from tether.stores._records import (
     FlowScope,
     HeartbeatResult,
     JobFilter,
+    JobLinks,
     JobRecord,
     JobStatus,
     Leadership,
@@ -125,6 +138,7 @@ from tether.stores._roles import (
 )
 
 __all__ = [
+    "DEPENDENCY_FAILED",
     "REAPED_ERROR",
     "ROLES",
     "STATUSES",
@@ -139,6 +153,7 @@ __all__ = [
     "FlowScope",
     "HeartbeatResult",
     "JobFilter",
+    "JobLinks",
     "JobRecord",
     "JobStatus",
     "Leadership",

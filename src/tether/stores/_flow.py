@@ -17,6 +17,34 @@ from tether.stores._records import FlowLimit
 
 #: (task, queue, limit_key): the finest partition every limit's group is a union of.
 Cell = tuple[str, str, "str | None"]
+#: One limit that applies to a cell: ((limit index, group), concurrency, rate).
+_Group = tuple[tuple[int, str], "int | None", "int | None"]
+#: What one cell counts in (a _Group per limit that applies to it), and the start-log groups
+#: one claimed job of it records a start in.
+_Counts = tuple[tuple[_Group, ...], frozenset[str]]
+_Applying = dict[tuple[str, str], list[tuple[int, FlowLimit]]]
+
+#: What :class:`FlowBook` works out from the limits alone (which limits apply to a (task,
+#: queue), the groups of each cell), per set of limits, kept from one claim to the next: a
+#: worker passes the same limits with every claim and meets the same keys again, and working
+#: a cell out (naming its groups builds strings) was most of a claim's Python time. Bounded:
+#: at most :data:`_MEMO_FLOWS` sets of limits and :data:`_MEMO_CELLS` cells each, dropped
+#: whole when full (keys come from the application's data, so their number has no bound).
+#: Plain dicts of immutable values: a claim in another thread at worst works a cell out twice.
+_MEMO: dict[tuple[FlowLimit, ...], tuple[_Applying, dict[Cell, _Counts]]] = {}
+_MEMO_FLOWS = 16
+_MEMO_CELLS = 65_536
+
+
+def _memo(flow: tuple[FlowLimit, ...]) -> tuple[_Applying, dict[Cell, _Counts]]:
+    found = _MEMO.get(flow)
+    if found is None:
+        if len(_MEMO) >= _MEMO_FLOWS:
+            _MEMO.clear()
+        found = _MEMO[flow] = ({}, {})
+    elif len(found[1]) >= _MEMO_CELLS:
+        found[1].clear()
+    return found
 
 
 def longest_window(flow: Sequence[FlowLimit], limit: FlowLimit) -> float:
@@ -40,17 +68,17 @@ class FlowBook:
         self.started = dict(started)
         self.taken: Counter[tuple[int, str]] = Counter()
         self.running: Counter[tuple[int, str]] = Counter()
-        self._cache: dict[tuple[str, str], list[tuple[int, FlowLimit]]] = {}
-        for (task, queue, key), n in running.items():
-            for i, limit in self.applying(task, queue):
-                self.running[(i, limit.group(key))] += n
+        self._cache, self._cells = _memo(tuple(self.flow))
+        for cell, n in running.items():
+            for g, _, _ in self._counts(cell)[0]:
+                self.running[g] += n
 
     def fresh(self) -> FlowBook:
         """The same counts with nothing taken yet: a store that tries one choice and may
         fall back to another starts each from here (cheaper than counting again)."""
         book = object.__new__(FlowBook)
         book.flow, book.started, book.running = self.flow, self.started, self.running
-        book._cache = self._cache
+        book._cache, book._cells = self._cache, self._cells
         book.taken = Counter()
         return book
 
@@ -62,6 +90,18 @@ class FlowBook:
         found = self._cache.get((task, queue))
         if found is None:
             found = self._cache[(task, queue)] = self._applying(task, queue)
+        return found
+
+    def _counts(self, cell: Cell) -> _Counts:
+        """The groups of one cell, worked out once per cell: a claim asks about the same few
+        cells for every job it looks at, and naming a group builds a string."""
+        found = self._cells.get(cell)
+        if found is None:
+            key = cell[2]
+            limits = self.applying(cell[0], cell[1])
+            found = self._cells[cell] = (
+                tuple(((i, lim.group(key)), lim.concurrency, lim.rate) for i, lim in limits),
+                frozenset(lim.group(key) for _, lim in limits if lim.rate is not None))
         return found
 
     def full(self, i: int, limit: FlowLimit, key: str | None) -> bool:
@@ -86,8 +126,19 @@ class FlowBook:
         return room
 
     def eligible(self, task: str, queue: str, key: str | None) -> bool:
-        """Whether one more job of this cell fits every limit that applies to it."""
-        return not any(self.full(i, limit, key) for i, limit in self.applying(task, queue))
+        """Whether one more job of this cell fits every limit that applies to it (what
+        :meth:`full` says of each, read from the cell's groups)."""
+        return self._fits(self._counts((task, queue, key))[0])
+
+    def _fits(self, groups: tuple[_Group, ...]) -> bool:
+        taken, running, started = self.taken, self.running, self.started
+        for g, concurrency, rate in groups:
+            used = taken[g]
+            if concurrency is not None and running[g] + used >= concurrency:
+                return False
+            if rate is not None and started.get(g, 0) + used >= rate:
+                return False
+        return True
 
     def queue_shut(self, queue: str) -> bool:
         """Whether a limit on the whole queue is full: nothing of it can be taken."""
@@ -102,17 +153,23 @@ class FlowBook:
 
     def take(self, task: str, queue: str, key: str | None) -> bool:
         """Take one job of this cell if it is eligible (and count it); False otherwise."""
-        if not self.eligible(task, queue, key):
-            return False
-        for i, limit in self.applying(task, queue):
-            self.taken[(i, limit.group(key))] += 1
-        return True
+        return self.take_cell((task, queue, key)) is not None
 
-    def starts(self, task: str, queue: str, key: str | None) -> set[str]:
+    def take_cell(self, cell: Cell) -> frozenset[str] | None:
+        """:meth:`take` for a store that walks many jobs: None when the job is not eligible,
+        else the groups its start is recorded in (:meth:`starts`), in one lookup."""
+        groups, starts = self._counts(cell)
+        if not self._fits(groups):
+            return None
+        taken = self.taken
+        for g, _, _ in groups:
+            taken[g] += 1
+        return starts
+
+    def starts(self, task: str, queue: str, key: str | None) -> frozenset[str]:
         """The start-log groups one claimed job of this cell records a start in (each once,
         even when two rate limits share a group)."""
-        return {limit.group(key) for _, limit in self.applying(task, queue)
-                if limit.rate is not None}
+        return self._counts((task, queue, key))[1]
 
 
 def rate_groups(flow: Sequence[FlowLimit]) -> list[tuple[int, FlowLimit]]:

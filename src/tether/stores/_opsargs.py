@@ -17,10 +17,10 @@ def check_purge(queue: str, statuses: Sequence[str]) -> list[str]:
     """The statuses to purge, deduplicated; running jobs are never purged (cancel them)."""
     limits.check_text(queue, "queue", limit=limits.MAX_NAME)
     chosen = list(dict.fromkeys(statuses))
-    bad = [s for s in chosen if s not in ("pending", "done", "failed", "cancelled")]
+    bad = [s for s in chosen if s not in ("waiting", "pending", "done", "failed", "cancelled")]
     if bad:
-        raise ValueError(f"purge cannot delete {', '.join(map(str, bad))} jobs (only pending, "
-                         "done, failed and cancelled; cancel running jobs instead)")
+        raise ValueError(f"purge cannot delete {', '.join(map(str, bad))} jobs (only waiting, "
+                         "pending, done, failed and cancelled; cancel running jobs instead)")
     return chosen
 
 

@@ -12,17 +12,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-JobStatus = Literal["pending", "running", "done", "failed", "cancelled"]
+JobStatus = Literal["waiting", "pending", "running", "done", "failed", "cancelled"]
 FailureReason = Literal[
-    "error", "stalled", "timeout", "unknown_task", "bad_arguments", "bad_result"
+    "error", "stalled", "timeout", "unknown_task", "bad_arguments", "bad_result",
+    "dependency_failed",
 ]
 OutcomeKind = Literal["done", "error", "dead", "cancelled", "released", "stalled", "snoozed"]
 FlowScope = Literal["task", "queue"]
 CancelResult = Literal["cancelled", "requested", "finished"]
 
-STATUSES: tuple[JobStatus, ...] = ("pending", "running", "done", "failed", "cancelled")
+STATUSES: tuple[JobStatus, ...] = ("waiting", "pending", "running", "done", "failed", "cancelled")
 TERMINAL: frozenset[str] = frozenset({"done", "failed", "cancelled"})
 REAPED_ERROR = "worker lease expired"
+#: ``failure_reason`` of a job cancelled because a job it waited on ended failed or cancelled.
+DEPENDENCY_FAILED: FailureReason = "dependency_failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +51,13 @@ class NewJob:
     #: job: the handler argument named by ``limit_key=`` as text, or the value given to
     #: ``enqueue_with(limit_key=...)``. None: the job has no key.
     limit_key: str | None = None
+    #: Ids of the jobs this one waits for (issue #20), each an existing job. The job is
+    #: ``waiting`` until every one is ``done`` (see invariant 6 of the contract). Duplicates
+    #: count once; the order is kept (it is the order of ``parent_results``).
+    after: tuple[int, ...] = ()
+    #: With ``after``: a parent that ends ``failed`` or ``cancelled`` counts as resolved
+    #: instead of cancelling this job (it runs anyway, and reads that parent's outcome).
+    allow_failure: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +250,23 @@ class FlowLimit:
 
     def applies(self, task: str, queue: str) -> bool:
         return self.name == (task if self.scope == "task" else queue)
+
+
+@dataclass(frozen=True, slots=True)
+class JobLinks:
+    """A job's place in a workflow (issue #20): what :meth:`Basics.job_links` reads.
+
+    ``parents``: the ids given as ``after`` at enqueue, in that order (a parent pruned since
+    is still listed). ``children``: the jobs enqueued with this one in their ``after``, in
+    ascending id order (those pruned since are not listed). ``waiting_on``: how many parents
+    have not resolved yet (0 unless ``waiting``). ``allow_failure``: as given at enqueue.
+    """
+
+    job_id: int
+    parents: tuple[int, ...] = ()
+    children: tuple[int, ...] = ()
+    waiting_on: int = 0
+    allow_failure: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from tether.stores._records import (
     FlowLimit,
     HeartbeatResult,
     JobFilter,
+    JobLinks,
     JobRecord,
     JobStatus,
     Leadership,
@@ -61,6 +62,17 @@ class Basics(Protocol):
 
     def get_job(self, job_id: int) -> JobRecord | None: ...
 
+    def get_jobs(self, job_ids: Sequence[int]) -> list[JobRecord]:
+        """The jobs with these ids in one round trip, in the order asked (unknown ids left
+        out; an id asked twice is returned once). At most MAX_PAGE ids (ValueError beyond).
+        What a chord's callback reads its parents' results with."""
+        ...
+
+    def job_links(self, job_id: int) -> JobLinks:
+        """A job's parents and children (issue #20; see :class:`JobLinks`). Raises
+        JobNotFound for an unknown id."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -91,12 +103,20 @@ class Producer(Basics, Protocol):
         """Insert jobs in one round trip; ids in input order (existing id on unique_key hit).
 
         With ``request_id``, a repeat of the call (its reply was lost) within 24 h inserts
-        nothing and returns the same ids."""
+        nothing and returns the same ids.
+
+        ``NewJob.after`` (invariant 6): every listed id must name an existing job, else
+        JobNotFound and nothing of the batch is written (ids of the same batch do not count:
+        a parent is enqueued before its children). A job whose parents are all ``done``
+        (or terminal, with ``allow_failure``) is inserted ``pending``; one with a parent
+        ``failed`` or ``cancelled`` (without ``allow_failure``) is inserted ``cancelled``,
+        reason ``dependency_failed``; otherwise ``waiting``, never claimed until released."""
         ...
 
     def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
-        """pending → cancelled at once ("cancelled"); running → cancel_requested set
-        ("requested", the holder learns it at its next heartbeat); terminal → "finished".
+        """pending or waiting → cancelled at once ("cancelled"; its waiting descendants are
+        cancelled with it, invariant 6); running → cancel_requested set ("requested", the
+        holder learns it at its next heartbeat); terminal → "finished".
         Raises JobNotFound for an unknown id."""
         ...
 
@@ -186,7 +206,11 @@ class Leases(Basics, Protocol):
         ...
 
     def finish(self, outcomes: Sequence[Outcome], *, now: float | None = None) -> list[Lease]:
-        """Apply outcomes in one round trip, each fenced; return the leases that were rejected."""
+        """Apply outcomes in one round trip, each fenced; return the leases that were rejected.
+
+        A job an outcome makes terminal resolves its waiting children in the same atomic
+        write (invariant 6): released to ``pending`` when it was their last parent, or
+        cancelled (``dependency_failed``) with their waiting descendants."""
         ...
 
     def save_checkpoint(self, lease: Lease, checkpoint: str, *, now: float | None = None) -> bool:
@@ -230,7 +254,8 @@ class Maintenance(Basics, Protocol):
         """Take back at most ``limit`` running jobs whose ``lease_until < now - stall_grace``
         in one set-based write, by the stall rule of :mod:`tether.stores._contract`. The error
         text is :data:`~tether.stores._records.REAPED_ERROR`, ``failure_reason`` (when failed)
-        is ``stalled``."""
+        is ``stalled``. A job it fails cancels its waiting descendants in the same write
+        (invariant 6)."""
         ...
 
     def next_lease_expiry(self) -> float | None:
@@ -252,7 +277,8 @@ class Maintenance(Basics, Protocol):
         self, status: JobStatus, older_than: float, *, now: float | None = None, limit: int = 1000
     ) -> int:
         """Delete at most ``limit`` jobs in terminal ``status`` finished before
-        ``now - older_than``. Returns how many went."""
+        ``now - older_than``, except a job with a child that is not terminal yet (the child
+        will read its result: invariant 6). Returns how many went."""
         ...
 
     def delete_dead_workers(self, older_than: float, *, now: float | None = None) -> int:
@@ -350,8 +376,10 @@ class Admin(Producer, Protocol):
         ...
 
     def purge(self, queue: str, statuses: Sequence[JobStatus]) -> int:
-        """Delete every job of ``queue`` in ``statuses`` (pending and terminal states only:
-        ValueError for ``running``, whose holder's lease stands). Frees their unique keys.
+        """Delete every job of ``queue`` in ``statuses`` (waiting, pending and terminal states
+        only: ValueError for ``running``, whose holder's lease stands). Frees their unique
+        keys. A waiting child of a deleted job that was not done is cancelled
+        (``dependency_failed``, with its waiting descendants): its parent can never be done.
         Returns how many went."""
         ...
 

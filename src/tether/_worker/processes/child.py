@@ -45,6 +45,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from tether import _clock as clock
+from tether import _parents
 from tether._appspec import load_runtime
 from tether._context import JobContext, bind, unbind
 from tether._errors import (
@@ -94,12 +95,30 @@ class ParentLink:
     def set_progress(self, lease: Lease, progress: str, *, now: float | None = None) -> bool:
         return self._write("progress", lease, progress)
 
+    def read_parents(self, job_id: int) -> _parents.Parents:
+        """A workflow step's parents (``current_job().parent_results()``, a ``pipe``): read
+        by the worker from its store, sent back as JSON text (``tether._parents``)."""
+        attempt = self._loop.current.attempt if self._loop.current is not None else 0
+        reply, blobs = self._request({"op": "read", "what": "parents", "job": job_id,
+                                      "attempt": attempt}, [])
+        if reply.get("error") or not blobs or blobs[0] is None:
+            raise StoreError(f"parents of job {job_id} not read: "
+                             f"{reply.get('error') or 'no answer'}")
+        return _parents.from_wire(blobs[0])
+
     def _write(self, what: str, lease: Lease, text: str) -> bool:
+        reply, _ = self._request({"op": "write", "what": what, "job": lease.job_id,
+                                  "attempt": lease.attempt}, [text])
+        if reply.get("error"):
+            raise StoreError(f"{what} not stored: {reply['error']}")
+        return bool(reply.get("ok"))
+
+    def _request(self, header: wire.Header, blobs: list[str | None]) -> wire.Message:
+        """Send ``header`` to the worker and read the pipe until its reply comes."""
         loop = self._loop
         with self._lock:
             seq = next(self._seq)
-            loop.writer.send({"op": "write", "seq": seq, "what": what, "job": lease.job_id,
-                              "attempt": lease.attempt}, [text])
+            loop.writer.send({**header, "seq": seq}, blobs)
             while True:
                 loop.reading = True
                 try:
@@ -108,15 +127,11 @@ class ParentLink:
                     loop.reading = False
                 if msg is None:  # the parent is gone mid-attempt: never outlive it
                     groups.end_own_group()
-                reply = msg[0]
-                if reply["op"] == "reply":
-                    if reply.get("seq") == seq:
-                        break
+                if msg[0]["op"] == "reply":
+                    if msg[0].get("seq") == seq:
+                        return msg
                 else:  # a stop, or a job sent ahead (or withdrawn) meanwhile
                     loop.accept(msg)
-        if reply.get("error"):
-            raise StoreError(f"{what} not stored: {reply['error']}")
-        return bool(reply.get("ok"))
 
 
 class ChildLoop:
@@ -238,7 +253,8 @@ class ChildLoop:
     # -- running -----------------------------------------------------------------------------
     def _run(self, header: wire.Header, blobs: list[str | None]) -> None:
         job = wire.job_of(header, blobs)
-        ctx = JobContext(job, cast(Leases, self.link), self.runtime.codec)
+        ctx = JobContext(job, cast(Leases, self.link), self.runtime.codec,
+                         self.runtime.registry.reading_task)
         start = [job.id, job.attempt, clock.monotonic()]
         if self.outbox and self.outbox[-1][0]["op"] == "outcome":
             self.outbox[-1][0]["start"] = start  # one header for both: one parse, one lock
@@ -254,7 +270,7 @@ class ChildLoop:
         else:
             token = bind(ctx)
             try:
-                args, kwargs = task.arguments(job.payload)
+                args, kwargs = task.arguments(job.payload, ctx)
                 if task.is_async:
                     result = self._run_async(task.func(*args, **kwargs))
                 else:

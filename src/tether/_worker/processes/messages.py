@@ -20,6 +20,7 @@ import signal
 from collections.abc import Callable
 
 from tether import _clock as clock
+from tether import _parents
 from tether._errors import ConfigError, LeaseInterrupted, StoreError
 from tether._events import Events
 from tether._worker.poolconfig import PoolConfig
@@ -96,6 +97,8 @@ class ChildMessages:
                 child.withdrawn.pop((header["job"], header["attempt"]), None)
         elif op == "write":
             self._fenced_write(child, header, blobs)
+        elif op == "read":
+            self._read(child, header)
         elif op == "retire":
             self._retire(child, str(header.get("why")))
         elif op == "ready":
@@ -197,6 +200,22 @@ class ChildMessages:
             self.events.emit("lease_lost", job_id=entry.ctx.id, attempt=entry.ctx.attempt,
                              worker=self.owner, detail={"rejected": what, "child": child.pid})
             entry.interrupt(LeaseInterrupted)
+
+    def _read(self, child: Child, header: wire.Header) -> None:
+        """A workflow step's parents, for its child (which has no store): the child's running
+        attempt only, as JSON text (``tether._parents``)."""
+        with self._cond:
+            entry = self._current(child, header)
+        reply: wire.Header = {"op": "reply", "seq": header.get("seq")}
+        blobs: list[str | None] = []
+        if entry is None or header.get("what") != "parents":
+            reply["error"] = "not the child's running attempt"
+        else:
+            try:
+                blobs.append(_parents.to_wire(_parents.read(self.store, entry.ctx.id)))
+            except StoreError as exc:
+                reply["error"] = f"{type(exc).__name__}: {exc}"
+        child.post(self._cond, wire.encode(reply, blobs))
 
     def _exited(self, child: Child, returncode: int) -> None:
         with self._cond:

@@ -13,13 +13,15 @@ a payload as stored and cost one slice to read instead of an escape and an unesc
 Messages, parent to child: ``init`` (spec, sys.path, log level, recycling limits), ``run``
 (job fields; blobs: payload, checkpoint, progress; several may be queued: jobs sent ahead),
 ``runs`` (several ``run`` in one header: ``jobs``, a list of field lists; blobs: three a job),
-``withdraw`` (a job sent ahead must not start), ``reply`` (to a fenced write), ``stop`` (why the
+``withdraw`` (a job sent ahead must not start), ``reply`` (to a fenced write, or to a
+``read``: blob, the parents as JSON text), ``stop`` (why the
 running attempt is being stopped; SIGTERM follows). Child to parent: ``ready``, ``fatal`` (the
 app could not be loaded), ``start`` (the next job's handler starts now; the outcomes owed
 are in the same write, before it; a ``start`` field on the last one stands for it),
 ``outcome`` (how the attempt ended; blobs: result, error),
 ``skipped`` (a withdrawn job was dropped unstarted), ``retire`` (recycled: it starts nothing
-more), ``write`` (a checkpoint or progress value for the parent to store, fenced). Several
+more), ``write`` (a checkpoint or progress value for the parent to store, fenced), ``read``
+(a workflow step's parents, which the parent reads from its store: ``tether._parents``). Several
 messages may share one write; a reader cuts them apart.
 """
 

@@ -128,7 +128,7 @@ class ThreadPool:
             token = bind(entry.ctx)
             try:
                 entry.ctx.check_cancelled()  # interrupted while it waited for a slot
-                args, kwargs = task.arguments(entry.ctx.job.payload)
+                args, kwargs = task.arguments(entry.ctx.job.payload, entry.ctx)
                 result: Any = task.func(*args, **kwargs)
             except BaseException as exc:  # the handler's failure is data, not our crash
                 self._finish(entry, task, None, exc, mark=False)
@@ -159,7 +159,7 @@ class ThreadPool:
         try:
             if entry.ctx.cancelled:  # interrupted before it could start
                 raise asyncio.CancelledError
-            args, kwargs = task.arguments(entry.ctx.job.payload)
+            args, kwargs = task.arguments(entry.ctx.job.payload, entry.ctx)
             result = await task.func(*args, **kwargs)
         except asyncio.CancelledError as exc:
             self._finish(entry, task, None, exc)

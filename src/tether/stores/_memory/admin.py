@@ -114,9 +114,11 @@ class MemoryAdmin:
         if not chosen:
             return 0
         with self._db.tx() as db:
+            t = db.now()
             gone = [j.id for j in db.jobs.values() if j.queue == queue and j.status in chosen]
             for job_id in gone:
-                db.delete(job_id)  # frees the unique keys of live jobs it deletes
+                # frees the unique keys of live jobs it deletes; cancels their waiting children
+                db.delete(job_id, t)
             if gone:
                 db.changed()
             return len(gone)

@@ -79,13 +79,15 @@ class MemoryMaintenance:
         if limit <= 0:
             return 0
         with self._db.tx() as db:
-            cutoff = db.now(now) - older_than
+            t = db.now(now)
+            cutoff = t - older_than
             old = sorted(
                 (j for j in db.jobs.values()
-                 if j.status == status and j.finished_at is not None and j.finished_at < cutoff),
+                 if j.status == status and j.finished_at is not None and j.finished_at < cutoff
+                 and not db.links.has_live_child(db, j.id)),  # a child will read its result
                 key=lambda j: (j.finished_at or 0.0, j.id))[:limit]
             for job in old:
-                db.delete(job.id)
+                db.delete(job.id, t)
             if old:
                 db.changed()
             return len(old)

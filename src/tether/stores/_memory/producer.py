@@ -3,7 +3,8 @@ enqueue, cancel, read a job, wait for results, and the async producer (``aio.py`
 
 Waiters are woken by the change itself (finish, cancel, reap bump the shared generation under
 the lock), never by a poll. An ``enqueue`` with a request id is answered from a record kept
-24 h when repeated.
+24 h when repeated. Jobs with ``after`` (issue #20) are checked against the stored jobs before
+anything of the batch is written; their links are kept by ``links.py``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,15 @@ from dataclasses import replace
 
 from tether import _clock as clock
 from tether._errors import JobNotFound
-from tether._limits import check_job_id, check_jobs
-from tether.stores._contract import TERMINAL, AsyncProducer, CancelResult, JobRecord, NewJob
+from tether._limits import check_job_id, check_jobs, check_page
+from tether.stores._contract import (
+    TERMINAL,
+    AsyncProducer,
+    CancelResult,
+    JobLinks,
+    JobRecord,
+    NewJob,
+)
 from tether.stores._memory.aio import MemoryAsyncProducer
 from tether.stores._memory.state import REQUEST_TTL, Shared, checked_request_id
 
@@ -43,6 +51,10 @@ class MemoryProducer:
                 seen = db.requests.get(("enqueue", request_id))
                 if seen is not None and seen[1] > t - REQUEST_TTL:
                     return list(seen[0])
+            for job in jobs:  # all or nothing: every parent must exist before any insert
+                for parent in job.after:
+                    if parent not in db.jobs:
+                        raise JobNotFound(parent)
             ids = [db.insert(job, t) for job in jobs]
             if request_id is not None:
                 db.requests[("enqueue", request_id)] = (ids, t)
@@ -55,7 +67,7 @@ class MemoryProducer:
             job = db.jobs.get(job_id)
             if job is None:
                 raise JobNotFound(job_id)
-            if job.status == "pending":
+            if job.status in ("pending", "waiting"):  # put() cancels its waiting children
                 db.put(replace(job, status="cancelled", finished_at=db.now(now)))
                 db.changed()
                 return "cancelled"
@@ -69,6 +81,22 @@ class MemoryProducer:
         job_id = check_job_id(job_id)
         with self._db.tx() as db:
             return db.jobs.get(job_id)
+
+    def get_jobs(self, job_ids: Sequence[int]) -> list[JobRecord]:
+        if not job_ids:
+            return []
+        check_page(len(job_ids))
+        wanted = dict.fromkeys(check_job_id(i) for i in job_ids)
+        with self._db.tx() as db:
+            return [job for i in wanted if (job := db.jobs.get(i)) is not None]
+
+    def job_links(self, job_id: int) -> JobLinks:
+        job_id = check_job_id(job_id)
+        with self._db.tx() as db:
+            job = db.jobs.get(job_id)
+            if job is None:
+                raise JobNotFound(job_id)
+            return db.links.read(job)
 
     def finished_ids(self, job_ids: Sequence[int]) -> bool:
         """True when one of ``job_ids`` is terminal or gone (call with the lock held)."""

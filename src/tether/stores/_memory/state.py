@@ -10,6 +10,8 @@ Invariants:
   whole on every change (:meth:`Shared.put`), so what a method hands out can never change
   under its caller, and the indexes (due-order candidates, running jobs, live unique keys)
   are kept in step with the row in one place.
+* **A row that becomes terminal resolves its links in the same step** (:meth:`Shared.put`,
+  :meth:`Shared.delete`; the rules are in ``links.py``), whatever method wrote it.
 * **Every change bumps ``generation``** and wakes every waiter: ``wait_for_jobs`` and
   ``wait_for_finish`` are woken by the change itself, never by a poll. Async waiters register
   a callback that is called (non-blocking) on each bump.
@@ -29,13 +31,23 @@ from contextlib import contextmanager
 from tether import _clock as clock
 from tether._errors import SchemaError, StoreError
 from tether._limits import check_text
-from tether.stores._contract import JobRecord, Leadership, NewJob, ScheduleState, WorkerInfo
+from tether.stores._contract import (
+    TERMINAL,
+    JobRecord,
+    JobStatus,
+    Leadership,
+    NewJob,
+    ScheduleState,
+    WorkerInfo,
+)
+from tether.stores._memory.links import DELETED, Links, cancelled_by
 
 SCHEMA_VERSION = 1
 #: How long a request id protects a call against replays (base contract: 24 h).
 REQUEST_TTL = 86_400.0
 _MAX_REQUEST_ID = 255
-LIVE = frozenset({"pending", "running"})
+#: Statuses that hold a unique key (every status but the terminal ones).
+LIVE = frozenset({"waiting", "pending", "running"})
 
 
 class Shared:
@@ -57,7 +69,8 @@ class Shared:
         #: Start log of rate-limited flow groups (issue #19): group -> claim times, oldest
         #: first; entries older than the group's longest window are dropped as claims go.
         self.starts: dict[str, list[float]] = {}
-        self.live_keys: dict[str, int] = {}  # unique_key -> its live (pending/running) job
+        self.live_keys: dict[str, int] = {}  # unique_key -> its live (not terminal) job
+        self.links = Links()  # job dependencies (issue #20)
         self.requests: dict[tuple[str, str], tuple[list[int], float]] = {}
         self.leaders: dict[str, tuple[str | None, int, float]] = {}
         self.workers: dict[str, WorkerInfo] = {}
@@ -107,13 +120,18 @@ class Shared:
         return job_id
 
     def insert(self, new: NewJob, t: float) -> int:
-        """Enqueue one job at store time ``t``: the id of the live job holding its unique key,
-        or of the new pending row."""
+        """Enqueue one job at store time ``t``: the id of the live job holding its unique key
+        (nothing is linked then), or of the new row: pending, or by its parents' statuses
+        waiting or cancelled (every parent exists: the caller checked the batch first)."""
         if new.unique_key is not None and new.unique_key in self.live_keys:
             return self.live_keys[new.unique_key]
+        parents = tuple(dict.fromkeys(new.after)) if new.after else ()
+        open_, blocker = (self.links.initial(self.jobs, parents, new.allow_failure) if parents
+                          else (0, None))
+        status: JobStatus = "waiting" if open_ else "pending"
         job = JobRecord(
             id=self.new_id(), task=new.task, queue=new.queue, payload=new.payload,
-            status="pending", priority=new.priority,
+            status=status, priority=new.priority,
             run_at=float(new.run_at) if new.run_at is not None else t + float(new.delay),
             attempt=0, max_attempts=new.max_attempts, failures=0, stall_count=0,
             max_stalls=new.max_stalls, interruptions=0, locked_by=None, lease_until=None,
@@ -121,11 +139,23 @@ class Shared:
             failure_reason=None, result=None, checkpoint=None, progress=None,
             unique_key=new.unique_key, cancel_requested=False, errors="[]", lease_token=None,
             uid=secrets.token_hex(16), limit_key=new.limit_key, snoozes=0)
+        if blocker is not None:
+            job = cancelled_by(job, blocker[0], blocker[1], t)
+        if parents or new.allow_failure:
+            self.links.add(job, parents, new.allow_failure, self.jobs)
         self.put(job)
         return job.id
 
     def put(self, job: JobRecord) -> None:
-        """Insert or replace a row, keeping every index in step with it."""
+        """Insert or replace a row, keeping every index in step with it; a row that becomes
+        terminal resolves its links here, in this same step (invariant 6)."""
+        old = self.store(job)
+        if (job.id in self.links.unresolved and job.status in TERMINAL
+                and (old is None or old.status not in TERMINAL)):
+            self.links.resolve(self, job.id, job.status, job.finished_at or self.now())
+
+    def store(self, job: JobRecord) -> JobRecord | None:
+        """Insert or replace a row and its indexes (and nothing else); returns the old row."""
         old = self.jobs.get(job.id)
         if old is not None:
             self._unindex(old)
@@ -136,11 +166,17 @@ class Shared:
             self.running.add(job.id)
         if job.status in LIVE and job.unique_key is not None:
             self.live_keys[job.unique_key] = job.id
+        return old
 
-    def delete(self, job_id: int) -> None:
+    def delete(self, job_id: int, t: float) -> None:
+        """Delete a row and the links where it is the child; a deleted job that had not ended
+        can never be done, so its waiting children are cancelled (at ``t``)."""
         old = self.jobs.pop(job_id, None)
         if old is not None:
             self._unindex(old)
+            self.links.forget(job_id)
+            if job_id in self.links.unresolved and old.status not in TERMINAL:
+                self.links.resolve(self, job_id, DELETED, t)
 
     def _unindex(self, job: JobRecord) -> None:
         queue = self.pending.get(job.queue)

@@ -16,7 +16,8 @@ in ``lease.py``):
 
 The class is assembled from one mixin per role, each in the file every store package names
 the same way: ``producer.py`` (Producer; its async half in ``aio.py``), ``lease.py`` (Leases),
-``maintenance.py`` and ``schedules.py`` (Maintenance), ``admin.py`` (Admin). There is no
+``maintenance.py`` and ``schedules.py`` (Maintenance), ``admin.py`` (Admin); job dependencies
+(issue #20) are ``links.py``'s, applied by ``state.py`` whenever a row ends. There is no
 schema, so this module holds the Lifecycle role itself, with what every role shares.
 """
 

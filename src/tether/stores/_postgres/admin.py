@@ -92,7 +92,8 @@ class PostgresAdmin(Plumbing):
         total = 0
         while True:
             n = len(self._rows("purge", {"queue": queue, "statuses": chosen,
-                                        "limit": PURGE_BATCH}))
+                                        "limit": PURGE_BATCH, "done": self.done_channel,
+                                        "channel": self.channel}))
             total += n
             if n < PURGE_BATCH:
                 return total

@@ -33,16 +33,33 @@ INSERT INTO {schema}.schema_version (version) VALUES (%(version)s)
 -- Bounded delete of old finished jobs. The literal IN list repeats the prune index predicate
 -- so even a generic (prepared) plan, which cannot see the value of %(status)s, can prove the
 -- partial index applies. SKIP LOCKED keeps two pruners from waiting on each other.
+-- Invariant 6: a parent whose child is not terminal yet stays (the child will read its
+-- result). "doomed" leaves such parents out as its snapshot sees them (so a kept parent does
+-- not eat the batch); "gone" asks again, after the row lock, with has_live_children()'s
+-- fresh snapshot: an enqueue that linked a child while this statement ran committed before
+-- the lock was granted (it held the parent's row lock), and only the fresh look sees it.
+-- Both looks are made only for jobs with has_children. A pruned job's links as a child go
+-- with it ("unlinked", by the links' primary key); its links as a parent stay with their
+-- children. Returns how many jobs went.
 WITH doomed AS (
-    SELECT id FROM {schema}.jobs
-    WHERE status = %(status)s AND status IN ('done', 'failed', 'cancelled')
-      AND finished_at < coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
-                        - %(older_than)s::float8 * interval '1 second'
-    ORDER BY finished_at
+    SELECT j.id FROM {schema}.jobs j
+    WHERE j.status = %(status)s AND j.status IN ('done', 'failed', 'cancelled')
+      AND j.finished_at < coalesce(to_timestamp(%(now)s::float8), statement_timestamp())
+                          - %(older_than)s::float8 * interval '1 second'
+      AND NOT (j.has_children AND EXISTS (
+          SELECT 1 FROM {schema}.job_links l JOIN {schema}.jobs c ON c.id = l.child_id
+          WHERE l.parent_id = j.id AND c.status NOT IN ('done', 'failed', 'cancelled')))
+    ORDER BY j.finished_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM {schema}.jobs j USING doomed d
+    WHERE j.id = d.id AND NOT (j.has_children AND {schema}.has_live_children(j.id))
+    RETURNING j.id
+), unlinked AS (
+    DELETE FROM {schema}.job_links l WHERE l.child_id = ANY(ARRAY(SELECT g.id FROM gone g))
 )
-DELETE FROM {schema}.jobs j USING doomed d WHERE j.id = d.id
+SELECT count(*) FROM gone
 
 -- name: prune_requests
 -- Request records only need to outlive a client's retries (24 h is far beyond any). Bounded

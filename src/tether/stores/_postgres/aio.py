@@ -115,7 +115,8 @@ class PostgresAsyncProducer:
     async def cancel(self, job_id: int) -> CancelResult:
         limits.check_job_id(job_id)
         rows = await self._rows("cancel", {"id": job_id, "now": None,
-                                           "done": self._connector.done_channel})
+                                           "done": self._connector.done_channel,
+                                           "channel": self._channel})
         if not rows:
             raise JobNotFound(job_id)
         return cast(CancelResult, rows[0][0])

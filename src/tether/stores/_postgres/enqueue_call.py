@@ -1,6 +1,9 @@
 """Which statement an enqueue runs and with what parameters: shared by the sync store and the
 async producer, so both send the same SQL and write the same request-id replay record.
 
+A batch where some job names parents (``NewJob.after``) runs ``enqueue_after``
+(workflows.sql); every other batch runs the statements it always did.
+
 Checks the batch first (:func:`tether._limits.check_jobs`, the request id), so both raise the
 same ValueError before anything is sent.
 """
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether import _limits as limits
+from tether._errors import JobNotFound
 from tether.stores._contract import NewJob
 
 
@@ -38,7 +42,8 @@ def enqueue_call(
         return None
     base: dict[str, Any] = {"now": now, "channel": channel, "request_id": request_id,
                             "jobs_key": jobs_key, "gate": gate}
-    if len(jobs) == 1 and jobs[0].unique_key is None:
+    linked = any(job.after for job in jobs)
+    if len(jobs) == 1 and jobs[0].unique_key is None and not linked:
         job = jobs[0]
         params = {**base, "task": job.task, "payload": job.payload, "queue": job.queue,
                   "priority": job.priority, "run_at": job.run_at,
@@ -71,10 +76,36 @@ def enqueue_call(
         "unique_keys": [j.unique_key for j in sent],
         "limit_keys": [j.limit_key for j in sent],
     }
-    return EnqueueCall("enqueue", params, slot)
+    if not linked:
+        return EnqueueCall("enqueue", params, slot)
+    return EnqueueCall("enqueue_after", {**params, **_links(jobs, sent)}, slot)
+
+
+def _links(jobs: Sequence[NewJob], sent: list[NewJob]) -> dict[str, Any]:
+    """``enqueue_after``'s extra parameters (workflows.sql): the links of the jobs sent,
+    flattened, each job's parents once, in their first order (duplicates in ``after`` count
+    once); and every id named in the batch, in batch then ``after`` order, a job folded onto
+    an earlier one with its unique_key included: each must exist (the first that does not is
+    the JobNotFound), though a folded job links nothing."""
+    children: list[int] = []
+    parents: list[int] = []
+    pos: list[int] = []
+    for ordinal, job in enumerate(sent, start=1):
+        for place, parent in enumerate(dict.fromkeys(job.after), start=1):
+            children.append(ordinal)
+            parents.append(parent)
+            pos.append(place)
+    asked = list(dict.fromkeys(parent for job in jobs for parent in job.after))
+    return {"link_jobs": children, "link_parents": parents, "link_pos": pos,
+            "asked": asked, "parent_ids": sorted(asked),
+            "allow_failures": [j.allow_failure for j in sent]}
 
 
 def ids_of(call: EnqueueCall, rows: list[tuple[Any, ...]]) -> list[int]:
+    """The ids in input order; JobNotFound when ``enqueue_after`` found a parent missing (it
+    then wrote nothing and returned that one row)."""
+    if call.name == "enqueue_after" and rows and rows[0][1] is not None:
+        raise JobNotFound(int(rows[0][1]))
     ids = [int(row[0]) for row in rows]
     return ids if call.slot is None else [ids[i] for i in call.slot]
 

@@ -147,7 +147,7 @@ class PostgresLeases(Plumbing):
         # ids as an array literal built from ints: no per-element work in psycopg's dumper.
         ids_literal = "{" + ",".join(str(o.lease.job_id) for o in ordered) + "}"
         params = {"now": now, "batch": batch_json, "ids": ids_literal, "done": self.done_channel,
-                  "done_key": self.done_key, "gate": conn is None}
+                  "done_key": self.done_key, "gate": conn is None, "channel": self.channel}
         applied = _leases(self._rows("finish", params, conn))
         accepted = {(lease, first_digest[lease]) for lease in applied}
         # A lost lease, a replay of an outcome whose reply was lost, or a later, different

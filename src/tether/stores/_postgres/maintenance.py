@@ -66,8 +66,8 @@ class PostgresMaintenance(Plumbing):
         if limit <= 0:
             return 0
         params = {"status": status, "older_than": older_than, "now": now, "limit": limit}
-        with self._connector.connection() as conn:
-            return conn.execute(self.queries["prune"], params).rowcount
+        row = self._one("prune", params)
+        return int(row[0]) if row else 0
 
     def delete_dead_workers(self, older_than: float, *, now: float | None = None) -> int:
         return len(self._rows("delete_dead_workers",

@@ -57,14 +57,40 @@ LIMIT %(limit)s
 -- One bounded batch of a queue's jobs in the given states; running rows are excluded here as
 -- well as refused in Python. SKIP LOCKED: a row a claimer holds this instant is either about
 -- to be running (not ours to delete) or is picked up by the next batch.
-WITH doomed AS (
+-- Invariant 6: a deleted job that was not done can never be done, so its waiting children
+-- are cancelled (dependency_failed, "ended cancelled", or "ended failed" for a failed one),
+-- with their waiting descendants, in this same statement (resolve_links, as in finish: its
+-- fresh snapshot sees a child an enqueue linked while this statement waited for the row
+-- lock; it announces the children it changes). A deleted job's links as a child go with it
+-- ("unlinked").
+WITH clock AS (
+    SELECT statement_timestamp() AS ts
+), doomed AS (
     SELECT id FROM {schema}.jobs
     WHERE queue = %(queue)s AND status <> 'running' AND status = ANY(%(statuses)s::text[])
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), gone AS (
+    DELETE FROM {schema}.jobs j USING doomed d WHERE j.id = d.id
+    RETURNING j.id, j.status, j.has_children
+), unlinked AS (
+    DELETE FROM {schema}.job_links l WHERE l.child_id = ANY(ARRAY(SELECT g.id FROM gone g))
+    RETURNING 1
+), linked AS (
+    -- "unlinked" is read first (its count is always >= 0): it must be done before
+    -- resolve_links runs, which would otherwise flip a link this statement deletes after
+    -- (a row written by a later command of the same statement cannot be deleted).
+    SELECT count({schema}.resolve_links(p.ids, p.ended, c.ts, %(channel)s, %(done)s)) AS n
+    FROM (
+        SELECT array_agg(g.id) AS ids,
+               array_agg(CASE WHEN g.status = 'failed' THEN 'failed' ELSE 'cancelled' END)
+                   AS ended
+        FROM gone g
+        WHERE g.has_children AND g.status <> 'done' AND (SELECT count(*) FROM unlinked) >= 0
+        HAVING count(*) > 0
+    ) p CROSS JOIN clock c
 )
-DELETE FROM {schema}.jobs j USING doomed d WHERE j.id = d.id
-RETURNING j.id
+SELECT g.id FROM gone g CROSS JOIN linked
 
 -- name: pause_queue
 -- Idempotent: pausing a paused queue changes nothing (no row back).

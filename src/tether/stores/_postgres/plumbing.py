@@ -122,8 +122,10 @@ class Plumbing(Watched):
 def race(exc: psycopg.Error) -> bool:
     """A failure that running the statement again with a fresh snapshot resolves: a unique
     key committed concurrently (unique_key_race, SQLSTATE 40001), a concurrent call with the
-    same request id, or a live job taking a key that a dead-letter retry meant to restore."""
-    if exc.sqlstate == "40001":
+    same request id, a live job taking a key that a dead-letter retry meant to restore, or a
+    deadlock the server broke by failing this statement (an enqueue naming parents locks
+    them, in id order, but a finish releasing children locks its own rows first)."""
+    if exc.sqlstate in ("40001", "40P01"):  # 40P01: a deadlock victim; the rest committed
         return True
     return exc.sqlstate == "23505" and exc.diag.constraint_name in (
         "requests_pkey", "jobs_unique_key_idx")

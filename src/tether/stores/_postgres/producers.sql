@@ -4,7 +4,8 @@
 --
 -- A producer never takes a lock on an existing job row: a producer's transaction may stay
 -- open for as long as its application likes (conn=), and a lock held there would make the
--- holder's heartbeat wait behind it while the reaper takes the live worker's jobs.
+-- holder's heartbeat wait behind it while the reaper takes the live worker's jobs. The one
+-- exception is an enqueue naming parents (workflows.sql, enqueue_after): it must lock them.
 
 -- name: enqueue_one
 -- The single-job fast path (no unique_key): a plain INSERT ... SELECT of one row, without the
@@ -85,12 +86,14 @@ WITH clock AS (
            i.max_attempts, i.max_stalls, i.unique_key, c.ts, i.limit_key
     FROM input i CROSS JOIN clock c
     ORDER BY i.ord
-    ON CONFLICT (unique_key) WHERE status IN ('pending', 'running') AND unique_key IS NOT NULL
+    ON CONFLICT (unique_key)
+        WHERE status IN ('waiting', 'pending', 'running') AND unique_key IS NOT NULL
     DO NOTHING
     RETURNING j.id, j.queue, j.run_at <= j.created_at AS due
 ), held AS (
     SELECT j.id, j.unique_key FROM {schema}.jobs j
-    WHERE j.unique_key = ANY(%(unique_keys)s::text[]) AND j.status IN ('pending', 'running')
+    WHERE j.unique_key = ANY(%(unique_keys)s::text[])
+      AND j.status IN ('waiting', 'pending', 'running')
 ), resolved AS (
     SELECT i.ord, coalesce(ins.id, h.id) AS id
     FROM input i
@@ -116,24 +119,37 @@ SELECT x.id FROM (
 ORDER BY x.ord
 
 -- name: cancel
--- pending -> cancelled at once; running -> cancel_requested (its holder learns at the next
--- heartbeat). RETURNING reads the new status, which tells the two apart. When no live row
--- matched, the second branch tells "finished" (exists, terminal) from "not found" (no row).
--- A job cancelled here is terminal: its id goes to wait_for_finish's channel (%(done)s).
+-- pending or waiting -> cancelled at once; running -> cancel_requested (its holder learns at
+-- the next heartbeat). RETURNING reads the new status, which tells the two apart. When no
+-- live row matched, the second branch tells "finished" (exists, terminal) from "not found"
+-- (no row). A job cancelled here is terminal: its id goes to wait_for_finish's channel
+-- (%(done)s). A waiting job's counter goes to 0 (waiting_has_parents): its own links stay
+-- unresolved until its parents end, and then only resolve (it is no longer waiting).
+-- Invariant 6: a cancelled job with children cancels its waiting descendants in this same
+-- statement (resolve_links, as in finish, which announces them; a child that allow_failure
+-- released is announced to its queue).
 WITH clock AS (
     SELECT coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) AS ts
 ), changed AS (
     UPDATE {schema}.jobs j
-    SET status = CASE WHEN j.status = 'pending' THEN 'cancelled' ELSE j.status END,
+    SET status = CASE WHEN j.status IN ('pending', 'waiting') THEN 'cancelled' ELSE j.status END,
         cancel_requested = j.cancel_requested OR j.status = 'running',
-        finished_at = CASE WHEN j.status = 'pending' THEN c.ts ELSE j.finished_at END
+        finished_at = CASE WHEN j.status IN ('pending', 'waiting') THEN c.ts
+                           ELSE j.finished_at END,
+        waiting_on = 0
     FROM clock c
-    WHERE j.id = %(id)s AND j.status IN ('pending', 'running')
-    RETURNING CASE WHEN j.status = 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result
+    WHERE j.id = %(id)s AND j.status IN ('waiting', 'pending', 'running')
+    RETURNING CASE WHEN j.status = 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result,
+              j.has_children
+), linked AS (
+    SELECT count({schema}.resolve_links(ARRAY[%(id)s::bigint], ARRAY['cancelled'], c.ts,
+                                        %(channel)s, %(done)s)) AS n
+    FROM changed ch CROSS JOIN clock c
+    WHERE ch.result = 'cancelled' AND ch.has_children
 ), ended AS (
     SELECT count(pg_notify(%(done)s, %(id)s::text)) AS n FROM changed WHERE result = 'cancelled'
 )
-SELECT result FROM changed CROSS JOIN ended
+SELECT result FROM changed CROSS JOIN ended CROSS JOIN linked
 UNION ALL
 SELECT 'finished' FROM {schema}.jobs WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM changed)
 
@@ -156,7 +172,8 @@ WITH clock AS (
     SELECT t.id FROM target t
     WHERE t.unique_key IS NOT NULL
       AND (EXISTS (SELECT 1 FROM {schema}.jobs l
-                   WHERE l.unique_key = t.unique_key AND l.status IN ('pending', 'running'))
+                   WHERE l.unique_key = t.unique_key
+                     AND l.status IN ('waiting', 'pending', 'running'))
            OR EXISTS (SELECT 1 FROM target e WHERE e.unique_key = t.unique_key AND e.id < t.id))
 ), moved AS (
     UPDATE {schema}.jobs j
@@ -183,7 +200,8 @@ WITH clock AS (
     SELECT t.id FROM target t
     WHERE t.unique_key IS NOT NULL
       AND (EXISTS (SELECT 1 FROM {schema}.jobs l
-                   WHERE l.unique_key = t.unique_key AND l.status IN ('pending', 'running'))
+                   WHERE l.unique_key = t.unique_key
+                     AND l.status IN ('waiting', 'pending', 'running'))
            OR EXISTS (SELECT 1 FROM target e WHERE e.unique_key = t.unique_key AND e.id < t.id))
 ), moved AS (
     UPDATE {schema}.jobs j

@@ -5,12 +5,16 @@ reaper (3) in ``maintenance.py``, a tick and its job in ``schedules.py``; and ac
 
 4. **The database clock decides** (``statement_timestamp()``). Times are ``timestamptz``;
    epoch seconds exist only at the SQL boundary.
+6. **Dependencies resolve once, in the write that decides them** (``workflows.py``): the
+   statement that ends a parent resolves its links itself, through a function whose fresh
+   snapshot sees every child an enqueue linked under the parent's row lock.
 
 Every call is safe to retry: enqueue and claim take a ``request_id`` that a repeat is answered
 from, finish recognises its own applied outcomes, heartbeat and renew are idempotent, and a
 holder's repeated ``leader_acquire`` gets its leadership back. psycopg itself never replays.
 No driver exception leaves a method (``driver_errors``); no method waits on a producer's
-open transaction (enqueue locks no job row).
+open transaction (enqueue locks no job row), except on a job that transaction named in an
+``after`` (it locks those parents until it ends: workflows.sql).
 
 Transactional enqueue/finish (the outbox pattern) is a declared capability: pass ``conn=`` to
 run inside a caller's transaction without committing, or use :meth:`PostgresStore.transaction`
@@ -19,8 +23,9 @@ run inside a caller's transaction without committing, or use :meth:`PostgresStor
 The class is assembled from one mixin per role, each in the file every store package names
 the same way: ``schema.py`` (Lifecycle), ``producer.py`` (Producer; its async half in
 ``aio.py``), ``lease.py`` (Leases), ``maintenance.py`` and ``schedules.py`` (Maintenance),
-``admin.py`` (Admin); every mixin stands on ``plumbing.py`` (the connector and the statements),
-and this module adds what every role shares (opening, closing, the clock, the capabilities).
+``admin.py`` (Admin), ``workflows.py`` (the Basics reads of job dependencies); every mixin
+stands on ``plumbing.py`` (the connector and the statements), and this module adds what
+every role shares (opening, closing, the clock, the capabilities).
 """
 
 from __future__ import annotations
@@ -37,13 +42,14 @@ from tether.stores._postgres.poll import PollingListener
 from tether.stores._postgres.producer import PostgresProducer
 from tether.stores._postgres.schedules import PostgresSchedules
 from tether.stores._postgres.schema import PostgresSchema
+from tether.stores._postgres.workflows import PostgresWorkflows
 
 #: The statement templates ({schema} unformatted); each store formats its own set.
 QUERIES = statements.TEMPLATES
 
 
 class PostgresStore(PostgresSchema, PostgresProducer, PostgresLeases, PostgresMaintenance,
-                    PostgresSchedules, PostgresAdmin):
+                    PostgresSchedules, PostgresAdmin, PostgresWorkflows):
     """``postgresql://user@host:5432/db?schema=tether``. Thread-safe (a small pool).
 
     URL options of tether's own: ``schema``, ``pooler=session|transaction`` and

@@ -60,13 +60,36 @@ end
 -- Ids this script made terminal, announced once at its end (see announce).
 local ENDED = {}
 
--- Move a pending or running job to a terminal status at now.
-local function terminate(id, q, old, new, now, now_s, ukey)
+-- Workflows (issue #20, invariant 6 of tether/stores/_contract.py). The link keys (listed
+-- with every key in store.py):
+--   P:parents:<id>   list  the job's `after` ids, deduplicated, in `after` order; kept until the
+--                          job itself is pruned or purged (job_links lists a parent pruned since)
+--   P:children:<id>  zset  jobs that named <id> in `after`, score = their id (ascending listing);
+--                          a child leaves it when it is pruned or purged
+--   P:waiters:<id>   set   children whose link to <id> is unresolved; the write that ends <id>
+--                          reads and deletes it whole, which is what resolves each link once
+-- and the job hash fields, absent on a job outside any workflow:
+--   waiting_on     (child)  parents not resolved yet (0 once it is no longer waiting)
+--   allow_failure  (child)  '1': a failed or cancelled parent counts as resolved
+--   children       (parent) '1': P:children:<id> has held ids (prune's keep rule reads them)
+--   waiters        (parent) '1': P:waiters:<id> holds ids. finish, reap, cancel and purge read
+--                  this flag in the HMGET they make anyway, so a job without children costs
+--                  no extra call to end (the no-workflow finish is unchanged).
+-- Jobs this script ended (or deleted) whose children wait, each {id, how}: how is the status
+-- it ended with, or 'purged'. resolve_links drains it before the script returns, so the
+-- children move in the same atomic write as their parent.
+local LINKED = {}
+local DEP_FAILED = 'dependency_failed'
+
+-- Move a waiting, pending or running job to a terminal status at now. waiters: the job's
+-- 'waiters' field as the caller read it (nil: no child waits on it, nothing more to do).
+local function terminate(id, q, old, new, now, now_s, ukey, waiters)
   ENDED[#ENDED + 1] = id
   move_idx(id, q, old, new)
   redis.call('ZADD', P .. ':finished:' .. new, now, id)
   redis.call('HSET', jk(id), 'status', new, 'finished_at', now_s)
   release_unique(id, ukey)
+  if waiters then LINKED[#LINKED + 1] = {id, new} end
 end
 
 -- Append one {"attempt","error","reason","at","owner"} record (the one shape every store
@@ -86,13 +109,142 @@ local function add_error(id, attempt, err, reason, now_s, owner, keep_last)
   else redis.call('HSET', k, 'errors', errs, 'last_error', err) end
 end
 
+-- Run `cmd key <args...>` over a long argument list in slices (unpack has a C-stack limit;
+-- 1,000 is even, so score/member pairs never split): one call per 1,000 instead of one each.
+local function bulk(cmd, key, args)
+  for j = 1, #args, 1000 do
+    redis.call(cmd, key, unpack(args, j, math.min(j + 999, #args)))
+  end
+end
+
+-- Append to the list t[key] (made on first use): the groups bulk() then writes.
+local function push(t, key, ...)
+  local l = t[key]
+  if not l then
+    l = {}
+    t[key] = l
+  end
+  for _, x in ipairs({...}) do l[#l + 1] = x end
+end
+
+-- Resolve the links of every job in LINKED (and of the jobs that cancels, transitively), in
+-- the calling script, so children move in the same atomic write as the parent that decided
+-- them (invariant 6). For each parent: its waiters set is read and deleted (a link resolves
+-- once: a replayed finish, a retried dead letter that ends again, find nothing), then each
+-- child still 'waiting' (only those change; a link of a child that ended meanwhile is just
+-- dropped):
+--  * parent done, or the child allows failure: waiting_on - 1 (HINCRBY re-reads the counter,
+--    so two parents resolving in one batch count both); at 0 the child becomes pending, due
+--    at max(run_at, now) (it waited for its parents, not for a time that passed meanwhile).
+--  * otherwise: the child is cancelled, reason dependency_failed, with an error record naming
+--    the parent (add_error's shape; attempt: the child's, 0, it never ran; owner null), and
+--    goes to the back of LINKED so its own waiting children follow. Each job is cancelled
+--    once (it is no longer waiting after), so the loop ends after one pass per job at most.
+-- Cost: a parent with 10,000 children is one script call, and every call counts, so per child
+-- it is one HMGET and one HSET (plus HINCRBY for a release, the unique key's for a cancel);
+-- the index moves (status indexes, pending zsets, finished zset) are gathered and written
+-- once per 1,000 children at the end (bulk), each priority level registered once. The
+-- hashes are written at once, so whatever the loop reads meanwhile is current; the indexes
+-- are whole again before this returns.
+-- woken: the caller's set of queues to wake, given a queue for each release.
+local function resolve_links(now, now_s, woken)
+  if #LINKED == 0 then return end  -- the common case: no job that ended here had children
+  -- per queue: ids leaving waiting, (score, id) pairs entering pending / cancelled
+  local gone, to_pending, to_cancelled, pend, levels, fin = {}, {}, {}, {}, {}, {}
+  local i = 1
+  while i <= #LINKED do
+    local pid, how = LINKED[i][1], LINKED[i][2]
+    i = i + 1
+    local wk = P .. ':waiters:' .. pid
+    local kids = redis.call('SMEMBERS', wk)
+    redis.call('DEL', wk)
+    redis.call('HDEL', jk(pid), 'waiters')
+    local rec_head = nil  -- the cancel's error text and record, made once per parent
+    local text = nil
+    if how ~= 'done' then
+      if how == 'purged' then text = 'dependency_failed: job ' .. pid .. ' was purged'
+      else text = 'dependency_failed: job ' .. pid .. ' ended ' .. how end
+      rec_head = ',"error":' .. cjson.encode(text) .. ',"reason":"' .. DEP_FAILED
+        .. '","at":' .. now_s .. ',"owner":null}'
+    end
+    for _, c in ipairs(kids) do
+      local k = jk(c)
+      local v = redis.call('HMGET', k, 'status', 'allow_failure', 'queue', 'priority',
+        'run_at', 'attempt', 'unique_key', 'waiters', 'errors')
+      if v[1] == 'waiting' then
+        local q = v[3]
+        if text == nil or v[2] == '1' then
+          if redis.call('HINCRBY', k, 'waiting_on', -1) <= 0 then
+            local run_at = tonumber(v[5])
+            if run_at < now then
+              run_at = now
+              redis.call('HSET', k, 'status', 'pending', 'run_at', now_s)
+            else
+              redis.call('HSET', k, 'status', 'pending')
+            end
+            push(gone, q, c)
+            push(to_pending, q, c, c)
+            push(pend, q .. '\n' .. v[4], run_at, pad(c))
+            levels[q .. '\n' .. v[4]] = {q, v[4]}
+            woken[q] = true
+          end
+        else
+          local rec = '{"attempt":' .. v[6] .. rec_head
+          local errs = v[9]
+          if not errs or errs == '[]' then errs = '[' .. rec .. ']'
+          else errs = string.sub(errs, 1, -2) .. ',' .. rec .. ']' end
+          redis.call('HSET', k, 'status', 'cancelled', 'finished_at', now_s, 'waiting_on', 0,
+            'failure_reason', DEP_FAILED, 'errors', errs, 'last_error', text)
+          -- what terminate does, with the index writes gathered
+          ENDED[#ENDED + 1] = c
+          push(gone, q, c)
+          push(to_cancelled, q, c, c)
+          fin[#fin + 1] = now
+          fin[#fin + 1] = c
+          release_unique(c, v[7])
+          if v[8] then LINKED[#LINKED + 1] = {c, 'cancelled'} end
+        end
+      end
+    end
+  end
+  LINKED = {}
+  for q, ids in pairs(gone) do bulk('ZREM', P .. ':idx:' .. q .. ':waiting', ids) end
+  for q, pairs_ in pairs(to_pending) do bulk('ZADD', P .. ':idx:' .. q .. ':pending', pairs_) end
+  for q, pairs_ in pairs(to_cancelled) do
+    bulk('ZADD', P .. ':idx:' .. q .. ':cancelled', pairs_)
+  end
+  if #fin > 0 then bulk('ZADD', P .. ':finished:cancelled', fin) end
+  for level, pairs_ in pairs(pend) do
+    local q, prio = levels[level][1], levels[level][2]
+    bulk('ZADD', P .. ':pending:' .. q .. ':' .. prio, pairs_)
+    redis.call('ZADD', P .. ':prios:' .. q, prio, prio)
+  end
+end
+
+-- A job being deleted (prune, purge) takes its links along. As a child (has_parents: its
+-- 'waiting_on' field): out of each parent's children index and waiters set, then its parents
+-- list goes. As a parent (has_children: its 'children' field): its children index goes; the
+-- children keep its id in their own parents list (the contract lists a parent pruned since).
+-- Both flags come from the caller's HMGET: a job outside any workflow costs no call here.
+local function unlink(id, has_parents, has_children)
+  if has_parents then
+    local pk = P .. ':parents:' .. id
+    for _, p in ipairs(redis.call('LRANGE', pk, 0, -1)) do
+      redis.call('ZREM', P .. ':children:' .. p, id)
+      redis.call('SREM', P .. ':waiters:' .. p, id)
+    end
+    redis.call('DEL', pk)
+  end
+  if has_children then redis.call('DEL', P .. ':children:' .. id) end
+end
+
 -- The fence: (id, attempt, owner, token) and status running. The token ('<nonce>:<id>', the
 -- nonce random per claim) is what an id reused after data loss cannot match. Returns the
--- job's hash values or nil.
+-- job's hash values (v[14]: the 'waiters' flag, for terminate) or nil.
 local function fenced(id, attempt, owner, token)
   local v = redis.call('HMGET', jk(id), 'status', 'attempt', 'locked_by', 'queue', 'priority',
     'failures', 'stall_count', 'max_attempts', 'max_stalls', 'unique_key', 'cancel_requested',
-    'run_at', 'lease_token')
+    'run_at', 'lease_token', 'waiters')
   if v[1] == 'running' and v[2] == attempt and v[3] == owner and v[13] == token then return v end
   return nil
 end
@@ -165,15 +317,17 @@ local function announce()
   if #ENDED > 0 then redis.call('PUBLISH', P .. ':done', table.concat(ENDED, ',')) end
 end
 
--- Enqueue (enqueue.lua, schedule_tick.lua): a batch of jobs given as 12 ARGV fields each from
+-- Enqueue (enqueue.lua, schedule_tick.lua): a batch of jobs given as 14 ARGV fields each from
 -- index `first` on: task, payload, queue, priority, run_at|'', delay, max_attempts, max_stalls,
--- has_unique, key, has_limit_key, limit_key. One definition, so a scheduled job keeps every
--- enqueue rule. The has_* flags exist because '' is a valid key, distinct from none.
+-- has_unique, key, has_limit_key, limit_key, allow_failure '0'|'1', after (comma-separated
+-- parent ids, '' for none). One definition, so a scheduled job keeps every enqueue rule. The
+-- has_* flags exist because '' is a valid key, distinct from none.
 -- All or nothing: Redis never rolls a script back, so a job that fails half-way would leave
 -- the jobs before it (and its own hash) behind. enqueue_check therefore checks every job of
 -- the batch BEFORE the first write (the store checked them with tether._limits already; this is
--- the last line, for values only Lua sees: numbers it cannot parse, nan, inf).
-local ENQ_N = 12
+-- the last line, for values only Lua sees: numbers it cannot parse, nan, inf), and so does
+-- enqueue_parents for the parents named in `after`.
+local ENQ_N = 14
 local MAX_INT32, MAX_EPOCH, MAX_DELAY = 2147483647, 253402300799, 3155760000
 
 local function finite(x, low, high) return x ~= nil and x == x and x >= low and x <= high end
@@ -196,6 +350,8 @@ local function enqueue_check(first)
     elseif not whole(tonumber(ARGV[i + 6]), 1, MAX_INT32) then bad = 'max_attempts'
     elseif not whole(tonumber(ARGV[i + 7]), 1, MAX_INT32) then bad = 'max_stalls'
     elseif ARGV[i + 8] == '1' and ARGV[i + 9] == '' then bad = 'unique_key'
+    elseif ARGV[i + 12] ~= '0' and ARGV[i + 12] ~= '1' then bad = 'allow_failure'
+    elseif string.find(ARGV[i + 13], '[^%d,]') then bad = 'after'
     end
     if bad then
       return redis.error_reply('ERR enqueue refused, nothing written: job ' .. (n - 1)
@@ -205,14 +361,86 @@ local function enqueue_check(first)
   return nil
 end
 
+-- The status of every parent the batch names in `after`, read before the first write:
+-- returns the table parent id -> status, or nil and the first unknown id (the caller then
+-- writes nothing and answers JobNotFound for it). Jobs of the same batch do not exist yet, so
+-- they never count as parents. Each distinct parent is read once (a chord's callback over
+-- 10,000 parents is 10,000 HGETs). The statuses stay true for the whole insert: inserting
+-- jobs changes no existing job's status.
+local function enqueue_parents(first)
+  local pstat = {}
+  for i = first, #ARGV, ENQ_N do
+    for p in string.gmatch(ARGV[i + 13], '%d+') do
+      if pstat[p] == nil then
+        local st = redis.call('HGET', jk(p), 'status')
+        if not st then return nil, p end
+        pstat[p] = st
+      end
+    end
+  end
+  return pstat
+end
+
+-- A job's links at insert (invariant 6): its distinct parents in `after` order, the set of
+-- those not terminal (its links left to resolve) and their number, and the first parent that
+-- failed or was cancelled (unless allow_failure: then such a parent counts as resolved, like
+-- a done one).
+local function enqueue_links(after, allow, pstat)
+  local parents, open, nopen, failed_by, seen = {}, {}, 0, nil, {}
+  for p in string.gmatch(after, '%d+') do
+    if not seen[p] then
+      seen[p] = true
+      parents[#parents + 1] = p
+      local st = pstat[p]
+      if st == 'failed' or st == 'cancelled' then
+        if not allow and not failed_by then failed_by = p end
+      elseif st ~= 'done' then
+        open[p] = true
+        nopen = nopen + 1
+      end
+    end
+  end
+  return parents, open, nopen, failed_by
+end
+
+-- Write the links of job `id` (enqueued with `after`, see enqueue_links): its parents list
+-- now (RPUSH in slices: unpack has a C-stack limit); its place in each parent's children
+-- index, and while it waits in the waiters set of each parent not terminal yet, gathered in
+-- acc and written by link_flush once per parent for the whole batch (a fan-out of 10,000
+-- children in one batch is then a few calls per parent, not three per child).
+local function enqueue_link(acc, id, parents, open, waiting)
+  bulk('RPUSH', P .. ':parents:' .. id, parents)
+  for _, p in ipairs(parents) do
+    push(acc.children, p, id, id)
+    if waiting and open[p] then push(acc.waiters, p, id) end
+  end
+end
+
+-- The gathered links, with the flags on each parent's hash that make its end (waiters) and
+-- its prune (children) look at these keys.
+local function link_flush(acc)
+  for p, pairs_ in pairs(acc.children) do
+    bulk('ZADD', P .. ':children:' .. p, pairs_)
+    if acc.waiters[p] then
+      bulk('SADD', P .. ':waiters:' .. p, acc.waiters[p])
+      redis.call('HSET', jk(p), 'children', 1, 'waiters', 1)
+    else
+      redis.call('HSET', jk(p), 'children', 1)
+    end
+  end
+end
+
 -- Insert the (checked) batch; a unique_key hit yields the live holder's id (first occurrence in
--- the batch wins because the key is recorded as soon as its job is inserted). Returns the ids
--- in input order and the set of queues to wake.
+-- the batch wins because the key is recorded as soon as its job is inserted) and links nothing.
+-- Returns the ids in input order and the set of queues to wake. pstat: enqueue_parents'.
 -- uid: never reused, unlike the id (a restart without persistence or a failover to a replica
 -- that lagged starts INCR again). SHA-1 of the server's own microsecond clock, the id and the
 -- prefix: the same id handed out again comes at another microsecond, and no argument is added.
-local function enqueue_insert(first, now, now_s)
-  local out, woken = {}, {}
+-- A job with `after` starts (invariant 6) pending when every parent resolved already,
+-- cancelled (dependency_failed, terminal at once: it holds no unique key) when one failed,
+-- else waiting: in its status index only, never in a pending zset, so no claim can see it.
+local function enqueue_insert(first, now, now_s, pstat)
+  local out, woken, acc = {}, {}, {children = {}, waiters = {}}
   local t = redis.call('TIME')
   local salt = P .. ':' .. t[1] .. '.' .. t[2] .. ':'
   for i = first, #ARGV, ENQ_N do
@@ -224,12 +452,18 @@ local function enqueue_insert(first, now, now_s)
       existing = redis.call('HGET', P .. ':unique', ukey)
       if existing then
         local st = redis.call('HGET', jk(existing), 'status')
-        if st ~= 'pending' and st ~= 'running' then existing = nil end
+        if st ~= 'pending' and st ~= 'running' and st ~= 'waiting' then existing = nil end
       end
     end
     if existing then
       out[#out + 1] = tonumber(existing)
     else
+      local status, parents, open, nopen, failed_by = 'pending', nil, nil, 0, nil
+      if ARGV[i + 13] ~= '' then
+        parents, open, nopen, failed_by = enqueue_links(ARGV[i + 13], ARGV[i + 12] == '1',
+          pstat)
+        if failed_by then status = 'cancelled' elseif nopen > 0 then status = 'waiting' end
+      end
       local id = redis.call('INCR', P .. ':ids')
       local run_at, run_at_s
       if ARGV[i + 4] ~= '' then
@@ -240,7 +474,7 @@ local function enqueue_insert(first, now, now_s)
       end
       local k = jk(id)
       redis.call('HSET', k, 'id', id, 'task', task, 'queue', q, 'payload', payload,
-        'status', 'pending', 'priority', prio, 'run_at', run_at_s, 'attempt', 0,
+        'status', status, 'priority', prio, 'run_at', run_at_s, 'attempt', 0,
         'max_attempts', ARGV[i + 6], 'failures', 0, 'stall_count', 0,
         'max_stalls', ARGV[i + 7], 'interruptions', 0, 'created_at', now_s,
         'cancel_requested', 0, 'errors', '[]',
@@ -249,15 +483,34 @@ local function enqueue_insert(first, now, now_s)
       if ARGV[i + 10] == '1' then redis.call('HSET', k, 'limit_key', ARGV[i + 11]) end
       if ukey then
         redis.call('HSET', k, 'unique_key', ukey)
-        redis.call('HSET', P .. ':unique', ukey, id)
+        -- a live job holds its key; one cancelled at insert never does
+        if status ~= 'cancelled' then redis.call('HSET', P .. ':unique', ukey, id) end
       end
       redis.call('SADD', P .. ':queues', q)
-      add_pending(id, q, prio, run_at)
-      move_idx(id, q, nil, 'pending')
-      woken[q] = true
+      if parents then
+        -- waiting_on marks a job with parents (prune and purge unlink it by this field)
+        local waiting = status == 'waiting'
+        redis.call('HSET', k, 'waiting_on', waiting and nopen or 0)
+        if ARGV[i + 12] == '1' then redis.call('HSET', k, 'allow_failure', 1) end
+        enqueue_link(acc, id, parents, open, waiting)
+      end
+      if status == 'pending' then
+        add_pending(id, q, prio, run_at)
+        move_idx(id, q, nil, 'pending')
+        woken[q] = true
+      elseif status == 'waiting' then
+        move_idx(id, q, nil, 'waiting')
+      else
+        -- ended before it began: the shape every dependency cancel has (resolve_links)
+        redis.call('HSET', k, 'failure_reason', DEP_FAILED)
+        add_error(id, 0, 'dependency_failed: job ' .. failed_by .. ' ended '
+          .. pstat[failed_by], DEP_FAILED, now_s, nil)
+        terminate(id, q, nil, 'cancelled', now, now_s, nil, nil)
+      end
       out[#out + 1] = id
     end
   end
+  link_flush(acc)
   return out, woken
 end
 

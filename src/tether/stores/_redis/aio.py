@@ -109,9 +109,9 @@ class RedisAsyncProducer:
         if not jobs:
             return []
         rid, ttl = request(request_id)
-        ids = await self._run("enqueue", codec.now_arg(None), rid, ttl,
-                              *codec.enqueue_args(jobs))
-        return [int(i) for i in ids]
+        reply = await self._run("enqueue", codec.now_arg(None), rid, ttl,
+                                *codec.enqueue_args(jobs))
+        return codec.enqueued_ids(reply)  # JobNotFound for an unknown parent, as the sync one
 
     async def get_job(self, job_id: int) -> JobRecord | None:
         job_id = limits.check_job_id(job_id)

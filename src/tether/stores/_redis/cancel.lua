@@ -1,8 +1,12 @@
 -- cancel: decide on the job's current status inside the script so a concurrent claim cannot
 -- slip between the read and the write. pending -> cancelled now (leaves the pending indexes,
--- frees its unique key); running -> cancel_requested = 1 (the holder learns it from its next
--- heartbeat; the request sticks however the attempt ends, see finish.lua and reap.lua);
--- terminal -> untouched.
+-- frees its unique key); waiting (a workflow child, issue 20) -> cancelled now likewise (it
+-- is in no pending zset; reason None, as any explicit cancel; its links from parents that
+-- have not ended stay in their waiters sets and resolve as no-ops); running ->
+-- cancel_requested = 1 (the holder learns it from its next heartbeat; the request sticks
+-- however the attempt ends, see finish.lua and reap.lua); terminal -> untouched.
+-- A job cancelled here cancels its waiting children (dependency_failed, transitively) in this
+-- same script (invariant 6; resolve_links, _lib.lua).
 -- Replays: the answer is recorded under P:req:cancel:<rid>, so a repeat whose first reply was
 -- lost says "cancelled" again rather than "finished".
 -- A job cancelled here is published on P:done (announce, _lib.lua).
@@ -14,18 +18,26 @@ local seen = req_get('cancel', rid)
 if seen then return tonumber(seen) end
 room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local id = ARGV[5]
-local v = redis.call('HMGET', jk(id), 'status', 'queue', 'priority', 'unique_key')
+local v = redis.call('HMGET', jk(id), 'status', 'queue', 'priority', 'unique_key', 'waiters')
 local code = 3
+local woken = {}
 if not v[1] then
   code = 0
 elseif v[1] == 'pending' then
   remove_pending(id, v[2], v[3])
-  terminate(id, v[2], 'pending', 'cancelled', now, now_s, v[4])
+  terminate(id, v[2], 'pending', 'cancelled', now, now_s, v[4], v[5])
+  code = 1
+elseif v[1] == 'waiting' then
+  -- waiting_on 0: no longer waiting on anything (job_links)
+  redis.call('HSET', jk(id), 'waiting_on', 0)
+  terminate(id, v[2], 'waiting', 'cancelled', now, now_s, v[4], v[5])
   code = 1
 elseif v[1] == 'running' then
   redis.call('HSET', jk(id), 'cancel_requested', 1)
   code = 2
 end
 if code ~= 0 then req_put('cancel', rid, code, rid_ttl) end
+resolve_links(now, now_s, woken)  -- a no-op unless the cancelled job had waiting children
+wake(woken)
 announce()
 return code

@@ -1,7 +1,7 @@
 -- counts: ZCARD of each (queue, status) index zset in one consistent snapshot; O(queues).
 -- ARGV: P
 -- Returns flat triples {queue, status, count} for non-zero counts.
-local statuses = {'pending', 'running', 'done', 'failed', 'cancelled'}
+local statuses = {'waiting', 'pending', 'running', 'done', 'failed', 'cancelled'}
 local out = {}
 for _, q in ipairs(redis.call('SMEMBERS', P .. ':queues')) do
   for _, st in ipairs(statuses) do

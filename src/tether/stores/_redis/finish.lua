@@ -18,10 +18,16 @@
 --   A cancel request sticks: error, stalled, released and snoozed end the job 'cancelled' instead of
 --   pending or failed-by-budget; done stays done, dead stays failed.
 -- Error records carry the lease's owner and the reason (given, else by kind).
+-- Workflows (invariant 6): a job that ends here (done, failed, cancelled) resolves its
+-- waiting children at the end of this script (resolve_links, _lib.lua): released when it was
+-- their last parent, or cancelled with their waiting descendants. Only the fenced outcome
+-- that ends the job gets there: a replay or a stale outcome changes nothing, so resolves
+-- nothing. A job without children (no 'waiters' field) pays nothing for it.
 -- ARGV: P, now|'', then per outcome 11 fields:
 --   id, attempt, owner, token, kind, has_result, result, has_error, error, reason|'',
 --   retry_delay
--- The ids that ended (done, failed, cancelled) are published on P:done (announce, _lib.lua).
+-- The ids that ended (done, failed, cancelled; children cancelled with them too) are published
+-- on P:done (announce, _lib.lua).
 -- Returns the 1-based positions of rejected outcomes.
 local now, now_s = clock(ARGV[2])
 room()  -- at the memory limit, fail here before the first write (_lib.lua)
@@ -41,7 +47,8 @@ for i = 3, #ARGV, 11 do
   else
     local k = jk(id)
     redis.call('HSET', k, 'lease_outcome', digest)
-    local q, prio, ukey = v[4], v[5], v[10]
+    -- kids: the 'waiters' flag (fenced's HMGET): children to resolve if the job ends here
+    local q, prio, ukey, kids = v[4], v[5], v[10], v[14]
     local cancel = v[11] == '1'
     local reason = ARGV[i + 9]
     if reason == '' then reason = DEFAULT_REASON[kind] end
@@ -58,13 +65,13 @@ for i = 3, #ARGV, 11 do
     local delay = tonumber(ARGV[i + 10])
     if kind == 'done' then
       if ARGV[i + 5] == '1' then redis.call('HSET', k, 'result', ARGV[i + 6]) end
-      terminate(id, q, 'running', 'done', now, now_s, ukey)
+      terminate(id, q, 'running', 'done', now, now_s, ukey, kids)
     elseif kind == 'cancelled' then
-      terminate(id, q, 'running', 'cancelled', now, now_s, ukey)
+      terminate(id, q, 'running', 'cancelled', now, now_s, ukey, kids)
     elseif kind == 'released' then
       redis.call('HINCRBY', k, 'interruptions', 1)
       if cancel then
-        terminate(id, q, 'running', 'cancelled', now, now_s, ukey)
+        terminate(id, q, 'running', 'cancelled', now, now_s, ukey, kids)
       else
         local run_at = tonumber(v[12])
         if delay > 0 then
@@ -80,7 +87,7 @@ for i = 3, #ARGV, 11 do
       -- counted apart (snoozes), so neither the failure budget nor tries is used
       redis.call('HINCRBY', k, 'snoozes', 1)
       if cancel then
-        terminate(id, q, 'running', 'cancelled', now, now_s, ukey)
+        terminate(id, q, 'running', 'cancelled', now, now_s, ukey, kids)
       else
         -- due again after the handler's delay, on the store's clock
         local run_at = now + delay
@@ -93,7 +100,7 @@ for i = 3, #ARGV, 11 do
       local stalls = tonumber(v[7]) + 1
       redis.call('HSET', k, 'stall_count', stalls)
       if cancel then
-        terminate(id, q, 'running', 'cancelled', now, now_s, ukey)
+        terminate(id, q, 'running', 'cancelled', now, now_s, ukey, kids)
       elseif stalls < tonumber(v[9]) and tonumber(v[6]) + stalls < tonumber(v[8]) then
         redis.call('HSET', k, 'status', 'pending')
         move_idx(id, q, 'running', 'pending')
@@ -101,13 +108,13 @@ for i = 3, #ARGV, 11 do
         woken[q] = true
       else
         redis.call('HSET', k, 'failure_reason', reason)
-        terminate(id, q, 'running', 'failed', now, now_s, ukey)
+        terminate(id, q, 'running', 'failed', now, now_s, ukey, kids)
       end
     else
       local failures = tonumber(v[6]) + 1
       redis.call('HSET', k, 'failures', failures)
       if kind == 'error' and cancel then
-        terminate(id, q, 'running', 'cancelled', now, now_s, ukey)
+        terminate(id, q, 'running', 'cancelled', now, now_s, ukey, kids)
       elseif kind == 'error' and failures + tonumber(v[7]) < tonumber(v[8]) then
         local run_at = now + delay
         redis.call('HSET', k, 'status', 'pending', 'run_at', fmt(run_at))
@@ -116,11 +123,13 @@ for i = 3, #ARGV, 11 do
         woken[q] = true
       else
         redis.call('HSET', k, 'failure_reason', reason or 'error')
-        terminate(id, q, 'running', 'failed', now, now_s, ukey)
+        terminate(id, q, 'running', 'failed', now, now_s, ukey, kids)
       end
     end
   end
 end
+-- the children of the jobs that ended here move in this same script (invariant 6)
+resolve_links(now, now_s, woken)
 wake(woken)
 announce()
 return rejected

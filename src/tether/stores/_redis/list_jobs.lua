@@ -4,7 +4,7 @@
 -- consistent snapshot. No SCAN: the known queues come from the queues set.
 -- ARGV: P, status|'', queue|'', after_id, limit
 -- Returns one HGETALL array per job.
-local statuses = {'pending', 'running', 'done', 'failed', 'cancelled'}
+local statuses = {'waiting', 'pending', 'running', 'done', 'failed', 'cancelled'}
 if ARGV[2] ~= '' then statuses = {ARGV[2]} end
 local queues
 if ARGV[3] ~= '' then queues = {ARGV[3]} else queues = redis.call('SMEMBERS', P .. ':queues') end

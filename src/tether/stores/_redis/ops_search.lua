@@ -5,7 +5,7 @@
 -- script then returns the id it stopped at and the caller continues from there.
 -- ARGV: P, status|'', queue|'', task|'', since|'', cursor|'', limit, desc '1'|'0', budget
 -- Returns {jobs (HGETALL arrays), next cursor or ''}.
-local statuses = {'pending', 'running', 'done', 'failed', 'cancelled'}
+local statuses = {'waiting', 'pending', 'running', 'done', 'failed', 'cancelled'}
 if ARGV[2] ~= '' then statuses = {ARGV[2]} end
 local queues
 if ARGV[3] ~= '' then queues = {ARGV[3]} else queues = redis.call('SMEMBERS', P .. ':queues') end

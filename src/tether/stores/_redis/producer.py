@@ -7,6 +7,9 @@ message per script). The waiter registers first and reads its jobs' status secon
 keeps nothing for late subscribers), then sleeps until a message names one of its ids or the
 subscription was lost and came back. Enqueue and cancel are answered from the record of their
 request id when repeated.
+
+Workflows (issue #20): enqueue.lua refuses a batch naming an unknown parent before writing
+anything (JobNotFound here); ``get_jobs`` (a chord's parents) and ``job_links`` are reads.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 from tether import _clock as clock
 from tether import _limits as limits
 from tether._errors import JobNotFound
-from tether.stores._contract import CancelResult, JobRecord, NewJob
+from tether.stores._contract import CancelResult, JobLinks, JobRecord, NewJob
 from tether.stores._per_loop import ProducerCache
 from tether.stores._redis import rows as codec
 from tether.stores._redis.aio import SUBSCRIBE_WAIT, RedisAsyncProducer
@@ -50,8 +53,8 @@ class RedisProducer(ProducerCache):
         if not jobs:
             return []
         rid, ttl = _request(request_id)
-        ids = self._run("enqueue", codec.now_arg(now), rid, ttl, *codec.enqueue_args(jobs))
-        return [int(i) for i in ids]
+        reply = self._run("enqueue", codec.now_arg(now), rid, ttl, *codec.enqueue_args(jobs))
+        return codec.enqueued_ids(reply)
 
     def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
         job_id = limits.check_job_id(job_id)
@@ -66,6 +69,27 @@ class RedisProducer(ProducerCache):
         with io():
             row = self._client.hgetall(self._key("job", str(job_id)))
         return codec.job_from_dict(cast(dict[str, str], row)) if row else None
+
+    def get_jobs(self, job_ids: Sequence[int]) -> list[JobRecord]:
+        """One pipelined HGETALL per distinct id: one round trip (reads only, so no script is
+        needed; a job that ends between two reads is read as it is then, as get_job would)."""
+        ids = codec.distinct_ids(job_ids)
+        if not ids:
+            return []
+        with io():
+            pipe = self._client.pipeline(transaction=False)
+            for job_id in ids:
+                pipe.hgetall(self._key("job", str(job_id)))
+            rows = pipe.execute()
+        return [codec.job_from_dict(cast(dict[str, str], row)) for row in rows if row]
+
+    def job_links(self, job_id: int) -> JobLinks:
+        """job_links.lua: the job's fields, parents list and children index in one snapshot."""
+        job_id = limits.check_job_id(job_id)
+        reply = self._run("job_links", str(job_id))
+        if not reply:
+            raise JobNotFound(job_id)
+        return codec.links_from_reply(job_id, reply)
 
     def _finished_any(self, ids: Sequence[int]) -> bool:
         with io():

@@ -7,7 +7,8 @@
 -- (run_at = now would send recovered jobs to the back of a backlog). A job with a cancel
 -- request ends 'cancelled' instead (the request sticks). The claim is over for good, so its
 -- token is dropped: a late finish of the reaped attempt can never pass as a replay.
--- Jobs it dead-letters or cancels are published on P:done (announce, _lib.lua).
+-- Jobs it dead-letters or cancels are published on P:done (announce, _lib.lua); their waiting
+-- children are cancelled (dependency_failed, transitively) in this same script.
 -- ARGV: P, now|'', stall_grace, limit, reaped_error_text
 -- Returns per reaped job: {id, attempt, owner, status, stall_count}.
 -- Per job it is one HMGET, one HDEL, one HSET and the index moves (~7 calls, was ~13): a
@@ -29,7 +30,7 @@ for _, id in ipairs(ids) do
   local k = jk(id)
   local v = redis.call('HMGET', k, 'status', 'attempt', 'locked_by', 'queue', 'priority',
     'failures', 'stall_count', 'max_attempts', 'max_stalls', 'unique_key', 'run_at',
-    'cancel_requested', 'errors')
+    'cancel_requested', 'errors', 'waiters')
   -- (a job not running is a stray index entry: the ZREM below heals it)
   if not v[1] or not (v[2] and v[4] and v[5] and v[6] and v[7] and v[8] and v[9] and v[11]) then
     -- The hash is gone (evicted, deleted by hand) or half there (what an older claim made
@@ -59,7 +60,7 @@ for _, id in ipairs(ids) do
     if v[12] == '1' then
       status = 'cancelled'
       redis.call('HSET', k, 'stall_count', stalls, 'errors', errs, 'last_error', err)
-      terminate(id, q, 'running', 'cancelled', now, now_s, v[10])
+      terminate(id, q, 'running', 'cancelled', now, now_s, v[10], v[14])
     elseif stalls < tonumber(v[9]) and tonumber(v[6]) + stalls < tonumber(v[8]) then
       status = 'pending'
       redis.call('HSET', k, 'stall_count', stalls, 'errors', errs, 'last_error', err,
@@ -72,7 +73,7 @@ for _, id in ipairs(ids) do
       status = 'failed'
       redis.call('HSET', k, 'stall_count', stalls, 'errors', errs, 'last_error', err,
         'failure_reason', 'stalled')
-      terminate(id, q, 'running', 'failed', now, now_s, v[10])
+      terminate(id, q, 'running', 'failed', now, now_s, v[10], v[14])
     end
     out[#out + 1] = {tonumber(id), tonumber(v[2]), v[3], status, stalls}
   end
@@ -84,6 +85,9 @@ for _, level in pairs(levels) do
   redis.call('ZADD', P .. ':prios:' .. level[1], level[2], level[2])
 end
 if missing > 0 then redis.call('HINCRBY', P .. ':incidents', 'missing_jobs', missing) end
+-- the waiting children of the jobs failed or cancelled here: cancelled in this same script
+-- (invariant 6; v[14], the 'waiters' flag, said which jobs have any)
+resolve_links(now, now_s, woken)
 wake(woken)
 announce()
 return out

@@ -2,9 +2,12 @@
 -- stall_count, failure_reason and cancel_requested reset; attempt stays (it is the fence
 -- counter). The job leaves the failed zset (scored by finished_at) and re-enters the pending
 -- indexes. The old claim's token is dropped (that claim is over for good).
--- Unique keys: a failed job whose unique_key is held by a live (pending/running) job stays
--- failed and is reported in the conflicts, so there are never two live jobs with one key; the
--- first retried job of a batch takes a free key, later ones with the same key conflict.
+-- Workflows: the job's links as a parent resolved when it failed (its waiting children were
+-- cancelled then); its children are not touched again, however this new attempt ends.
+-- Unique keys: a failed job whose unique_key is held by a live (waiting, pending, running)
+-- job stays failed and is reported in the conflicts, so there are never two live jobs with
+-- one key; the first retried job of a batch takes a free key, later ones with the same key
+-- conflict.
 -- Replays: the reply is recorded under P:req:retry:<rid>; a repeat answers from it.
 -- ARGV: P, now|'', rid|'', rid_ttl_ms, all ('1' = every failed job, '0' = the ids that
 --   follow), id...
@@ -34,7 +37,9 @@ for _, id in ipairs(ids) do
       holder = redis.call('HGET', P .. ':unique', v[4])
       if holder then
         local st = redis.call('HGET', jk(holder), 'status')
-        if holder == tostring(id) or (st ~= 'pending' and st ~= 'running') then holder = nil end
+        -- a live job holds its key: pending, running, or waiting on its parents (issue 20)
+        if holder == tostring(id) or (st ~= 'pending' and st ~= 'running' and st ~= 'waiting')
+        then holder = nil end
       end
     end
     if holder then

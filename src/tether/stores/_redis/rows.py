@@ -12,11 +12,20 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-from tether._errors import StoreError
+from tether import _limits as limits
+from tether._errors import JobNotFound, StoreError
 from tether._text import clean_error
-from tether.stores._contract import FlowLimit, JobRecord, JobStatus, Lease, NewJob, Outcome
+from tether.stores._contract import (
+    FlowLimit,
+    JobLinks,
+    JobRecord,
+    JobStatus,
+    Lease,
+    NewJob,
+    Outcome,
+)
 
-ENQUEUE_FIELDS = 12
+ENQUEUE_FIELDS = 14
 FINISH_FIELDS = 11
 
 
@@ -45,8 +54,34 @@ def enqueue_args(jobs: Sequence[NewJob]) -> list[str]:
             job.unique_key or "",
             "0" if job.limit_key is None else "1",
             job.limit_key or "",
+            "1" if job.allow_failure else "0",
+            # parents once each, in order (duplicates count once: NewJob.after)
+            ",".join(str(int(p)) for p in dict.fromkeys(job.after)),
         ]
     return args
+
+
+def enqueued_ids(reply: Sequence[Any]) -> list[int]:
+    """enqueue.lua's reply: the ids, or ``['unknown_parent', id]`` when an ``after`` id names
+    no job (nothing was written): JobNotFound for that id, as every store raises it."""
+    if len(reply) == 2 and reply[0] == "unknown_parent":
+        raise JobNotFound(int(reply[1]))
+    return [int(i) for i in reply]
+
+
+def distinct_ids(job_ids: Sequence[int]) -> list[int]:
+    """``get_jobs``' ids checked (at most MAX_PAGE of them, ValueError beyond) and each kept
+    once, in the order asked."""
+    if len(job_ids) > limits.MAX_PAGE:
+        limits.check_page(len(job_ids))
+    return list(dict.fromkeys(limits.check_job_id(i) for i in job_ids))
+
+
+def links_from_reply(job_id: int, reply: Sequence[Any]) -> JobLinks:
+    """job_links.lua's reply (``{waiting_on, allow_failure, parents, children}``)."""
+    waiting_on, allow_failure, parents, children = reply
+    return JobLinks(job_id, tuple(int(p) for p in parents), tuple(int(c) for c in children),
+                    int(waiting_on), int(allow_failure) == 1)
 
 
 def flow_args(flow: Sequence[FlowLimit]) -> list[str]:

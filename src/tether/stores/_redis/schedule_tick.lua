@@ -8,15 +8,20 @@
 -- latest tick was recorded, kept in this never-pruned hash so a later leader can tell a
 -- deploy changed the schedule even once the pruner removed its last job.
 -- ARGV: P, now|'', name, tick, spec ('' keeps the recorded one, else '=' .. spec), then 0 or
--- 12 job fields (see enqueue_check).
+-- 14 job fields (see enqueue_check).
 -- Returns the job id, or -1 when the tick was taken already / a skip was recorded.
 local now, now_s = clock(ARGV[2])
 room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local name, tick, spec = ARGV[3], ARGV[4], ARGV[5]
 local has_job = #ARGV > 5
+local pstat = {}
 if has_job then
   local bad = enqueue_check(6)
   if bad then return bad end
+  -- a scheduled job names no parents today; if it ever does, the same rule: refused whole
+  local unknown
+  pstat, unknown = enqueue_parents(6)
+  if unknown then return redis.error_reply('ERR schedule_tick: unknown parent job ' .. unknown) end
 end
 local k = P .. ':schedule:' .. name
 local last = redis.call('HGET', k, 'last_tick')
@@ -26,7 +31,8 @@ redis.call('HSET', k, 'last_tick', tick, 'updated_at', now_s)
 -- the spec rides with the tick it was recorded with (same script, so the two never disagree)
 if spec ~= '' then redis.call('HSET', k, 'spec', string.sub(spec, 2)) end
 if not has_job then return -1 end
-local out, woken = enqueue_insert(6, now, now_s)
+local out, woken = enqueue_insert(6, now, now_s, pstat)
 redis.call('HSET', k, 'last_job_id', out[1])
 wake(woken)
+announce()  -- no-op unless the job was cancelled at insert (a parent failed)
 return out[1]

@@ -8,6 +8,10 @@ Invariants (those of :mod:`tether.stores._contract`, kept the Redis way):
   two claimers can never take the same (job, attempt). Redis never rolls a script back, so
   scripts check their input before the first write (a batch is all or nothing).
 * Every write about a running job is fenced inside its script (``lease.py`` says how).
+* Workflow links (issue #20, invariant 6) resolve in the script that ends the parent
+  (finish, reap, cancel, purge): its ``P:waiters:{id}`` set is read and deleted there, so each
+  link resolves once, and a job without children (no ``waiters`` field in the hash the script
+  reads anyway) costs no extra call. Enqueue checks every parent before its first write.
 * Every call is safe to repeat (redis-py's retry replays a script whose reply was lost): a
   request id makes enqueue, claim, cancel and retry_failed answer a repeat from the record
   their first run wrote; finish recognises its own applied outcome by the kept token;
@@ -34,7 +38,9 @@ written outside ``P:``::
     P:room                        zset     never exists: room() asks ZADD XX of it (_lib.lua)
     P:ids                         string   INCR counter of job ids
     P:job:{id}                    hash     every field of JobRecord (absent = None), plus
-                                           lease_owner (the owner of lease_token)
+                                           lease_owner (the owner of lease_token) and, in
+                                           a workflow, waiting_on, allow_failure, children,
+                                           waiters (see _lib.lua)
     P:queues                      set      every queue name ever enqueued to
     P:prios:{queue}               zset     priority levels with pending jobs (score = member)
     P:pending:{queue}:{priority}  zset     pending jobs, score run_at, member id zero-padded
@@ -43,8 +49,16 @@ written outside ``P:``::
                                            also the slots of concurrency limits, claim_flow)
     P:flow:starts:{group}         zset     starts of a rate-limited group (FlowLimit.group),
                                            member <nonce>:<id>, score the claim's now
-    P:idx:{queue}:{status}        zset     job ids by status, score id (list_jobs, counts)
+    P:idx:{queue}:{status}        zset     job ids by status, score id (list_jobs, counts);
+                                           status waiting too: a job waiting on its parents
+                                           is in no pending zset, so no claim can take it
     P:finished:{status}           zset     terminal jobs, score finished_at (prune range)
+    P:parents:{id}                list     a job's ``after`` ids, distinct, in order (issue
+                                           20); kept until the job itself is pruned/purged
+    P:children:{id}               zset     jobs that named {id} in ``after``, score their id;
+                                           a child leaves it when pruned/purged
+    P:waiters:{id}                set      children whose link to {id} is unresolved; the
+                                           script that ends {id} reads and deletes it whole
     P:unique                      hash     unique_key -> id of its live (non-terminal) job
     P:req:{call}:{request id}     string   a call's reply, for its replays (expires: PX)
     P:workers                     hash     worker id -> JSON {host, pid, queues, concurrency,
@@ -96,7 +110,7 @@ DEFAULT_PREFIX = _url.DEFAULT_PREFIX
 _SCRIPTS = (
     "enqueue", "claim", "claim_flow", "heartbeat", "finish", "reap", "cancel", "retry_failed",
     "fenced_write", "prune", "leader_acquire", "leader_renew", "leader_release",
-    "worker_register", "worker_unregister", "list_jobs", "counts", "observe",
+    "worker_register", "worker_unregister", "list_jobs", "counts", "observe", "job_links",
 )  # fmt: skip
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tether import _limits as limits
 from tether._limits import check_job_id, check_page
 from tether.stores._contract import (
+    TERMINAL,
     JobFilter,
     JobRecord,
     JobStatus,
@@ -26,6 +27,7 @@ from tether.stores._contract import (
 )
 from tether.stores._opsargs import check_purge, sql_search_params
 from tether.stores._sqlite.connection import Connections, guarded
+from tether.stores._sqlite.links import resolve, unlink
 from tether.stores._sqlite.rows import OPS, Q, job_from_row, store_now
 
 PURGE_BATCH = 1000
@@ -39,6 +41,8 @@ class SQLiteAdmin:
 
     if TYPE_CHECKING:
         def notify(self, queues: Sequence[str]) -> None: ...  # SQLiteLeases'
+
+        def _announce_finished(self) -> None: ...  # SQLiteProducer's
 
     @guarded
     def list_jobs(
@@ -98,13 +102,26 @@ class SQLiteAdmin:
         if not chosen:
             return 0
         total = 0
+        woke = cancelled = False
         while True:
             with self._db.write() as conn:
-                n = conn.execute(OPS["purge"], {"queue": queue, "statuses": json.dumps(chosen),
-                                                "limit": PURGE_BATCH}).rowcount
-            total += n
-            if n < PURGE_BATCH:
-                return total
+                rows = conn.execute(OPS["purge"], {"queue": queue, "statuses": json.dumps(chosen),
+                                                   "limit": PURGE_BATCH}).fetchall()
+                unlink(conn, [row[0] for row in rows])
+                # A deleted job with children that had not ended can never be done: its
+                # waiting children are cancelled (links.py); one that ended resolved its links.
+                ended = [[row[0], "purged"] for row in rows if row[2] and row[1] not in TERMINAL]
+                if ended:
+                    released, doomed = resolve(conn, ended, store_now(conn, None))
+                    woke, cancelled = woke or released, cancelled or doomed
+            total += len(rows)
+            if len(rows) < PURGE_BATCH:
+                break
+        if woke:
+            self.notify(())
+        if cancelled:
+            self._announce_finished()
+        return total
 
     @guarded
     def pause_queue(self, queue: str) -> bool:

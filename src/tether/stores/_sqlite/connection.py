@@ -43,6 +43,15 @@ _BUSY_PHRASES = ("database is locked", "database table is locked", "database is 
 #: last checkpoint: up to ~40 MB of them instead of ~4 MB (docs/stores.md).
 WAL_AUTOCHECKPOINT = 10_000
 
+#: One lock per database file and process, held for every write transaction (see
+#: :meth:`Connections.write`); keyed by absolute path, so two stores on one file share it.
+_WRITERS: dict[str, threading.Lock] = {}
+
+
+def _writer_lock(path: str) -> threading.Lock:
+    return _WRITERS.setdefault(path, threading.Lock())  # atomic: str keys, under the GIL
+
+
 #: Connections inherited across fork: kept referenced forever so the child never finalizes them.
 _INHERITED: list[sqlite3.Connection] = []
 _POOLS: weakref.WeakSet[Connections] = weakref.WeakSet()
@@ -132,6 +141,7 @@ class Connections:
         self._identity: tuple[int, int] | None = None
         self._next_check = 0.0
         self._gone: str | None = None
+        self._writer = _writer_lock(self.path)
         _POOLS.add(self)
 
     def get(self) -> sqlite3.Connection:
@@ -245,16 +255,31 @@ class Connections:
         Callers run statements only inside it: parameters (JSON batches, tokens) are built
         before and results (Jobs, leases) after, so the one write lock of the file is held for
         the statements alone. A process paused while it holds the lock stops every writer on
-        the file (SQLite cannot break it), so the window must be as short as possible."""
+        the file (SQLite cannot break it), so the window must be as short as possible.
+
+        The threads of one process (a worker's fetcher, completer, heartbeater) take turns on
+        a lock of this process first, so they wait for each other's writes on a lock that
+        hands over the moment it is free. SQLite's own wait (the busy handler) sleeps 1, 2,
+        5, 10 ms... between tries: a finish arriving during a 3 ms claim slept 3 ms, one
+        arriving during a 4 ms claim 8 ms, and a loaded machine, which stretches every
+        transaction, made those sleeps longer still. Other processes still wait in the busy
+        handler; this lock only orders what SQLite serialises anyway."""
         conn = self.get()
-        conn.execute("BEGIN IMMEDIATE")
+        if not self._writer.acquire(timeout=self.busy_timeout):
+            raise StoreUnavailable(
+                f"SQLite database {self.path}: another thread of this process held a write "
+                f"transaction for longer than busy_timeout={self.busy_timeout:g}s")
         try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        finally:
+            self._writer.release()
 
     def data_version(self) -> int:
         """Changes whenever another connection commits to the file."""
@@ -287,6 +312,7 @@ class Connections:
         self._all = []
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._writer = _writer_lock(self.path)  # a fresh one: _reset_after_fork cleared them
 
 
 def _alive(ref: weakref.ref[threading.Thread]) -> bool:
@@ -295,6 +321,8 @@ def _alive(ref: weakref.ref[threading.Thread]) -> bool:
 
 
 def _reset_after_fork() -> None:
+    # A writer lock held by a parent thread at the fork would stay held in the child forever.
+    _WRITERS.clear()
     for pool in list(_POOLS):
         pool._after_fork()
 

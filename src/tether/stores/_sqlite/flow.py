@@ -2,7 +2,12 @@
 the claim's write transaction (``BEGIN IMMEDIATE`` serialises every claimer, so two limited
 claims never take a group's last slot).
 
-How it stays cheap with a long backlog behind a key at its limit: the partial index
+The usual way is :mod:`flow_walk <tether.stores._sqlite.flow_walk>`: the queues' due jobs in
+claim order through ``jobs_claim``, taken as they come; with keys that have room it reads
+about as many rows as the claim takes. It gives up after a few rows per job asked for (a long
+run of jobs of keys at their limit), and then the ways below choose.
+
+How they stay cheap with a long backlog behind a key at its limit: the partial index
 ``jobs_flow`` (queue, task, limit_key, priority, run_at, id) on pending *keyed* rows is walked
 as a loose index scan, one seek per (queue, task, limit_key) group, and only the groups with
 room have their first ``limit`` due jobs read: O(groups + groups with room x limit) index
@@ -24,6 +29,7 @@ from typing import Any
 from tether.stores import _queries as queries
 from tether.stores._flow import Cell, FlowBook, group_range, longest_window, ranked, rate_groups
 from tether.stores._records import FlowLimit
+from tether.stores._sqlite.flow_walk import walk_claim
 
 F = queries.load("tether.stores._sqlite", "flow.sql")
 #: How many due jobs of a queue a limited claim looks at for jobs without a limit_key (read
@@ -91,9 +97,8 @@ def _unkeyed_before(cur: sqlite3.Cursor, flow: Sequence[FlowLimit], book: FlowBo
     shut = {limit_.name for limit_ in flow if limit_.scope == "task"
             and not book.eligible(limit_.name, queue, None)}
     per_task: dict[str, int] = {}
-    rows = cur.execute(F["flow_unkeyed_walk"], {"queue": queue, "now": now,
-                                                "horizon": HORIZON})
-    for job_id, priority, run_at, task, key in rows:
+    rows = cur.execute(F["flow_walk"], {"queue": queue, "now": now, "limit": HORIZON})
+    for priority, run_at, job_id, task, key, _ in rows:
         if cut is not None and (priority, run_at, job_id) > cut:
             break
         if key is not None or task in shut or per_task.get(task, 0) >= limit:
@@ -142,14 +147,17 @@ def flow_claim(
     """Choose, grant and record one limited claim; returns the granted rows. ``params``: the
     plain claim's (owner, limit, lease_ttl, nonce, now), ``now`` already the store's time.
 
-    Two ways to choose, one result. First from every keyed group's first due job (one
-    statement per queue; with keys of equal priority and more room than the claim asks, the
-    common case, that is the claim); else the per-group walk, which reads each group with
-    room up to ``limit`` jobs (the rotation needs their ranks)."""
+    Three ways to choose, one result. First the queues' due jobs in claim order, taken as
+    they come (flow_walk.py: with keys that have room, the common case, about as many rows as
+    the claim takes); when that would read more than a few rows per job asked for (a long run
+    of jobs that cannot be taken), from every keyed group's first due job (one statement per
+    queue; right when those fill the claim); else the per-group walk, which reads each group
+    with room up to ``limit`` jobs (the rotation needs their ranks)."""
     now: float = params["now"]
     limit: int = params["limit"]
     cur = conn.cursor()
-    running = {(r[0], r[1], r[2]): int(r[3]) for r in cur.execute(F["flow_running"])}
+    (groups,) = cur.execute(F["flow_running"]).fetchone()
+    running = {(task, queue, key): int(n) for task, queue, key, n in json.loads(groups)}
     started: dict[tuple[int, str], int] = {}
     for i, rate in rate_groups(flow):
         lo, hi = group_range(rate)
@@ -157,7 +165,10 @@ def flow_claim(
                                                       "since": now - rate.per}):
             started[(i, grp)] = int(n)
     base = FlowBook(flow, running, started)
-    quick = _first_jobs(cur, flow, base.fresh, queues, now, limit)
+    quick = walk_claim(conn, base.fresh(), [q for q in queues if not base.queue_shut(q)],
+                       now, limit)
+    if quick is None:
+        quick = _first_jobs(cur, flow, base.fresh, queues, now, limit)
     if quick is not None:
         chosen, starts = quick
     else:

@@ -6,10 +6,14 @@
 -- name: flow_running
 -- The slots in use: running jobs per (task, queue, limit_key), every one, expired lease or
 -- not (only leaving 'running' frees a slot). Reads the running rows only (as many as jobs in
--- flight), through the partial index jobs_lease.
-SELECT task, queue, limit_key, count(*) FROM jobs INDEXED BY jobs_lease
-WHERE status = 'running'
-GROUP BY task, queue, limit_key
+-- flight), through the partial index jobs_lease. One JSON array in one row: Python gets it
+-- in one step of the statement, where a row per group gives the GIL away once per group
+-- while this claim holds the write lock (and waits for it back behind the handler threads).
+SELECT json_group_array(json_array(task, queue, limit_key, n)) FROM (
+    SELECT task, queue, limit_key, count(*) AS n FROM jobs INDEXED BY jobs_lease
+    WHERE status = 'running'
+    GROUP BY task, queue, limit_key
+)
 
 -- name: flow_started
 -- Starts recorded in (since, now] per group of one rate limit: its one group or, per key,
@@ -38,14 +42,16 @@ SELECT id, priority, run_at, task FROM (
 )
 WHERE n <= :limit
 
--- name: flow_unkeyed_walk
--- The queue's due jobs in claim order through jobs_claim, for flow.py to read only as far as
--- it needs (it stops at the job where the keyed groups' first jobs fill the claim, or at
--- :horizon); it keeps the ones without a key.
-SELECT id, priority, run_at, task, limit_key FROM jobs INDEXED BY jobs_claim
+-- name: flow_walk
+-- The queue's due jobs in claim order through jobs_claim (the plain claim's index and order),
+-- for Python to read only as far as it needs: flow_walk.py takes the claim from them as they
+-- come and stops when it is full or after its bound of :limit rows (then the keyed groups are
+-- read through jobs_flow instead); _unkeyed_before keeps the ones without a key, up to where
+-- the keyed groups' first jobs fill the claim.
+SELECT priority, run_at, id, task, limit_key, queue FROM jobs INDEXED BY jobs_claim
 WHERE queue = :queue AND status = 'pending' AND run_at <= :now
 ORDER BY priority, run_at, id
-LIMIT :horizon
+LIMIT :limit
 
 -- name: flow_first_group
 -- The loose index scan over jobs_flow, step 1: the first (task, limit_key) with keyed pending
@@ -80,7 +86,16 @@ LIMIT :limit
 -- name: flow_claim
 -- The lease grant of the jobs Python chose (:ids, a JSON array), set exactly as the plain
 -- claim sets it; status = 'pending' re-checks each row under the same write lock.
-UPDATE jobs
+-- OR FAIL, not the default ABORT: with ABORT SQLite keeps a statement journal (the original
+-- of every page the statement changes, so it can undo the statement alone), and a claim of
+-- keyed jobs changes a page of jobs_flow per key (each key's jobs sit together there): past
+-- 64 KiB the journal spills to a temporary file, opened, written and deleted by every claim,
+-- which made this statement cost half again as much. Undoing the statement alone is never
+-- needed: it runs inside the claim's transaction, which any error rolls back whole
+-- (Connections.write), and nothing here can break a constraint (a pending job's unique_key
+-- stays live as it becomes running; were one broken, the statement would still fail, and the
+-- claim with it).
+UPDATE OR FAIL jobs
 SET status = 'running',
     locked_by = :owner,
     lease_until = :now + :lease_ttl,

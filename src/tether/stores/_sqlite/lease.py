@@ -38,6 +38,7 @@ from tether.stores._contract import (
 )
 from tether.stores._sqlite.connection import Connections, guarded
 from tether.stores._sqlite.flow import flow_claim
+from tether.stores._sqlite.links import resolve
 from tether.stores._sqlite.rows import FinishPlan, Q, checked_request_id, job_from_row, store_now
 
 _WAIT_POLL = 0.01
@@ -130,23 +131,30 @@ class SQLiteLeases:
     @guarded
     def finish(self, outcomes: Sequence[Outcome], *, now: float | None = None) -> list[Lease]:
         """Fenced outcome by outcome (see FinishPlan); an outcome this lease already applied
-        in an earlier call whose reply was lost is not reported rejected."""
+        in an earlier call whose reply was lost is not reported rejected. A job that ended
+        with children has its links resolved in the same transaction (links.py)."""
         if not outcomes:
             return []
         plan = FinishPlan(outcomes)
         accepted: set[tuple[int, int]] = set()
+        ended: list[list[Any]] = []
+        released = False
         with self._db.write() as conn:
             t = store_now(conn, now)
             for i, batch in enumerate(plan.rounds):
                 for row in conn.execute(Q["finish"], {"outcomes": batch, "now": t}):
                     accepted.add((i, row[0]))
+                    if row[1] is not None:
+                        ended.append([row[0], row[1]])
+            if ended:
+                released, _ = resolve(conn, ended, t)
         replayed: set[tuple[int, int, str, str]] = set()
         maybe = plan.unapplied(accepted)
         if maybe is not None:  # rare: a stale outcome, or a replay; a plain read, no lock
             rows = self._db.get().execute(Q["finish_replayed"], {"leases": maybe})
             replayed = {(row[0], row[1], row[2], row[3]) for row in rows}
-        if accepted and any(o.kind in ("error", "released", "stalled", "snoozed")
-                            for o in outcomes):
+        if released or (accepted and any(o.kind in ("error", "released", "stalled", "snoozed")
+                                         for o in outcomes)):
             self.notify(())
         if accepted:
             self._announce_finished()

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from tether.stores._contract import REAPED_ERROR, JobStatus, Leadership, Reaped
 from tether.stores._opsargs import check_prune
 from tether.stores._sqlite.connection import Connections, guarded
+from tether.stores._sqlite.links import any_link, resolve, unlink
 from tether.stores._sqlite.rows import OPS, Q, store_now
 
 if TYPE_CHECKING:
@@ -42,15 +43,19 @@ class SQLiteMaintenance:
     ) -> list[Reaped]:
         if limit <= 0:
             return []
+        released = False
         with self._db.write() as conn:
             t = store_now(conn, now)
             rows = conn.execute(
                 Q["reap"],
                 {"cutoff": t - stall_grace, "limit": limit, "now": t, "error": REAPED_ERROR},
             ).fetchall()
+            ended = [[row[0], row[3]] for row in rows if row[5] and row[3] != "pending"]
+            if ended:  # jobs the reap ended that have children (links.py)
+                released, _ = resolve(conn, ended, t)
         reaped = [Reaped(row[0], row[1], row[2], row[3], row[4]) for row in rows]
         reaped.sort(key=lambda r: r.job_id)
-        if any(r.status == "pending" for r in reaped):
+        if released or any(r.status == "pending" for r in reaped):
             self.notify(())
         if any(r.status != "pending" for r in reaped):
             self._announce_finished()
@@ -89,10 +94,13 @@ class SQLiteMaintenance:
             return 0
         with self._db.write() as conn:
             t = store_now(conn, now)
-            deleted: int = conn.execute(
-                Q["prune"], {"status": status, "cutoff": t - older_than, "limit": limit}
-            ).rowcount
-        return deleted
+            params = {"status": status, "cutoff": t - older_than, "limit": limit}
+            if not any_link(conn):
+                deleted: int = conn.execute(Q["prune"], params).rowcount
+                return deleted
+            ids = [row[0] for row in conn.execute(Q["prune_linked"], params)]
+            unlink(conn, ids)
+        return len(ids)
 
     @guarded
     def delete_dead_workers(self, older_than: float, *, now: float | None = None) -> int:

@@ -46,13 +46,16 @@ LIMIT :limit
 -- name: purge
 -- One bounded batch of a queue's jobs in the given states (a JSON array); running rows are
 -- excluded here as well as refused in Python. Deleting a live row frees its unique key (the
--- partial unique index only holds live rows).
+-- partial unique index only holds live rows). RETURNING (the deleted rows' values): Python
+-- drops their links as a child and, for a deleted job with children that had not ended, cancels
+-- its waiting children (links.sql), in the same transaction.
 DELETE FROM jobs WHERE id IN (
     SELECT id FROM jobs
     WHERE queue = :queue AND status <> 'running'
       AND status IN (SELECT value FROM json_each(:statuses))
     LIMIT :limit
 )
+RETURNING id, status, has_children
 
 -- name: pause_queue
 INSERT INTO paused_queues (queue, paused_at) VALUES (:queue, :now)

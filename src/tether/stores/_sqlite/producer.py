@@ -26,6 +26,7 @@ from tether.stores import _queries as queries
 from tether.stores._aio import ThreadedProducer
 from tether.stores._contract import AsyncProducer, CancelResult, JobRecord, NewJob, Store
 from tether.stores._sqlite.connection import Connections, guarded
+from tether.stores._sqlite.links import BatchParents, resolve
 from tether.stores._sqlite.rows import Q, checked_request_id, job_from_row, store_now
 
 AIO = queries.load("tether.stores._sqlite", "aio.sql")
@@ -50,11 +51,13 @@ class SQLiteProducer:
         request_id: str | None = None,
     ) -> list[int]:
         """Insert the batch in one transaction. With ``request_id``, a repeat of the call
-        within 24 h inserts nothing and returns the first call's ids."""
+        within 24 h inserts nothing and returns the first call's ids. Jobs with ``after`` are
+        inserted with their links (links.py) once every parent id was found."""
         check_jobs(jobs)
         request_id = checked_request_id(request_id)
         if not jobs:
             return []
+        parents = BatchParents.of(jobs)
         rows = [
             {
                 "task": job.task,
@@ -71,6 +74,8 @@ class SQLiteProducer:
             }
             for job in jobs
         ]
+        if parents is not None:
+            parents.annotate(rows)
         request = {"kind": "enqueue", "request_id": request_id, "reply": "", "now": now}
         ids: list[int] = []
         find, insert = Q["enqueue_find_unique"], Q["enqueue_insert"]
@@ -81,6 +86,8 @@ class SQLiteProducer:
             if request_id is not None:
                 replay = cur.execute(Q["request_find"], request).fetchone()
             if replay is None:
+                if parents is not None:
+                    parents.check(cur)
                 for row in rows:
                     row["now"] = t
                     if row["unique_key"] is not None:
@@ -88,8 +95,13 @@ class SQLiteProducer:
                         if found is not None:
                             ids.append(found[0])
                             continue
+                    if parents is not None and row["after"] is not None:
+                        ids.append(parents.insert(cur, row))
+                        continue
                     cur.execute(insert, row)
                     ids.append(int(cur.lastrowid or 0))
+                if parents is not None:
+                    parents.link(cur)
                 if request_id is not None:
                     request["reply"] = json.dumps(ids)
                     cur.execute(Q["request_insert"], request)
@@ -101,15 +113,20 @@ class SQLiteProducer:
     @guarded
     def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
         job_id = check_job_id(job_id)
+        released = False
         with self._db.write() as conn:
             t = store_now(conn, now)
             row = conn.execute(Q["cancel"], {"id": job_id, "now": t}).fetchone()
             exists = row is not None or conn.execute(Q["job_exists"], {"id": job_id}).fetchone()
+            if row is not None and row[0] == "cancelled" and row[1]:
+                released, _ = resolve(conn, [[job_id, "cancelled"]], t)
         if not exists:
             raise JobNotFound(job_id)
         if row is None:
             return "finished"
         if row[0] == "cancelled":
+            if released:
+                self.notify(())
             self._announce_finished()
             return "cancelled"
         return "requested"

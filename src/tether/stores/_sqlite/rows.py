@@ -14,7 +14,7 @@ from tether.stores import _queries as queries
 from tether.stores._contract import JobRecord, Lease, Outcome
 from tether.stores._records import job_of
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 Q = queries.load("tether.stores._sqlite", "queries.sql")
 #: The operations' statements (issue #11): search, purge, pause, dead workers, the leader.
 OPS = queries.load("tether.stores._sqlite", "ops.sql")

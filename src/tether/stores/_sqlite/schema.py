@@ -17,7 +17,7 @@ from tether.stores._sqlite.connection import Connections, guarded
 from tether.stores._sqlite.rows import SCHEMA_STEPS, SCHEMA_VERSION, Q, store_now
 
 _TABLES = frozenset({"jobs", "workers", "leaders", "schema_version", "requests",
-                     "schedules", "flow_starts"})
+                     "schedules", "flow_starts", "job_links"})
 
 
 class SQLiteSchema:

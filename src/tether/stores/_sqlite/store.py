@@ -20,14 +20,17 @@ the lease path's are in ``lease.py``, the reaper's in ``maintenance.py``, the ti
 
 The class is assembled from one mixin per role, each in the file every store package names
 the same way: ``schema.py`` (Lifecycle), ``producer.py`` (Producer), ``lease.py`` (Leases),
-``maintenance.py`` and ``schedules.py`` (Maintenance), ``admin.py`` (Admin); this module
-adds what every role shares (opening, closing, the clock, the declared capabilities).
+``maintenance.py`` and ``schedules.py`` (Maintenance), ``admin.py`` (Admin), ``links.py``
+(job dependencies: ``get_jobs``, ``job_links`` and resolving links in the writes that end
+jobs); this module adds what every role shares (opening, closing, the clock, the declared
+capabilities).
 
-All SQL lives in ``queries.sql``, ``ops.sql``, ``aio.sql``, ``schedules.sql`` and
-``schema*.sql``; batches are bound as one JSON parameter and expanded by ``json_each``, so
-every statement text is fixed and prepared once per connection. Input is checked by
-:mod:`tether._limits` before any write (a batch is all or nothing); error text goes through
-:func:`tether._text.clean_error`. Requires SQLite >= 3.35 (``RETURNING``, ``UPDATE ... FROM``).
+All SQL lives in ``queries.sql``, ``ops.sql``, ``aio.sql``, ``schedules.sql``, ``flow.sql``,
+``links.sql`` and ``schema*.sql``; batches are bound as one JSON parameter and expanded by
+``json_each``, so every statement text is fixed and prepared once per connection. Input is
+checked by :mod:`tether._limits` before any write (a batch is all or nothing); error text goes
+through :func:`tether._text.clean_error`. Requires SQLite >= 3.35 (``RETURNING``, ``UPDATE ...
+FROM``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from tether.stores._contract import Capabilities
 from tether.stores._sqlite.admin import SQLiteAdmin
 from tether.stores._sqlite.connection import Connections, guarded
 from tether.stores._sqlite.lease import SQLiteLeases
+from tether.stores._sqlite.links import SQLiteLinks
 from tether.stores._sqlite.maintenance import SQLiteMaintenance
 from tether.stores._sqlite.producer import SQLiteProducer
 from tether.stores._sqlite.rows import SCHEMA_VERSION, store_now
@@ -47,7 +51,7 @@ from tether.stores._sqlite.url import check_folder, parse_url
 
 
 class SQLiteStore(SQLiteSchema, SQLiteProducer, SQLiteLeases, SQLiteMaintenance,
-                  SQLiteSchedules, SQLiteAdmin):
+                  SQLiteSchedules, SQLiteAdmin, SQLiteLinks):
     """SQLite implementation of :class:`tether.stores._contract.Store`. Thread- and fork-safe.
 
     ``busy_timeout``: how long a write waits for another process's write lock before it
