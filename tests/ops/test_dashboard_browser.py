@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -56,6 +57,21 @@ def click(browser: Any, element: Any) -> None:
     WebDriverWait(browser, 20, ignored_exceptions=(WebDriverException,)).until(replaced)
 
 
+def await_dashboard(proc: subprocess.Popen[str], port: int) -> str:
+    """The base URL of a dashboard process once its health check answers; fails when the
+    process exits first or it has not come up within 30 s."""
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/healthz", timeout=2).read()
+            return base
+        except OSError:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the dashboard did not come up"
+            time.sleep(0.1)
+
+
 @pytest.fixture
 def browser() -> Iterator[Any]:
     if not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)):
@@ -88,16 +104,7 @@ def test_find_and_retry_a_failed_job_in_chromium(tmp_path: Path, spawn: Spawn,
     ids = seed(store)
     port = free_port()
     proc = spawn("dashboard", "--url", url, "--port", str(port))
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{base}/healthz", timeout=2).read()
-            break
-        except OSError:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the dashboard did not come up"
-            time.sleep(0.1)
+    base = await_dashboard(proc, port)
     shots = tmp_path / "screenshots"
     shots.mkdir()
     try:
@@ -158,16 +165,7 @@ def test_flow_limits_and_snoozes_in_chromium(tmp_path: Path, spawn: Spawn,
     port = free_port()
     proc = spawn("dashboard", "--app", "dashflowapp:app", "--port", str(port),
                  env={"PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])})
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{base}/healthz", timeout=2).read()
-            break
-        except OSError:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the dashboard did not come up"
-            time.sleep(0.1)
+    base = await_dashboard(proc, port)
     try:
         browser.get(base + "/")
         limits = browser.find_element(By.ID, "limits").text
@@ -196,16 +194,7 @@ def test_workflow_graph_in_chromium(tmp_path: Path, spawn: Spawn, browser: Any) 
     ids = diamond(store)
     port = free_port()
     proc = spawn("dashboard", "--url", url, "--port", str(port))
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"{base}/healthz", timeout=2).read()
-            break
-        except OSError:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the dashboard did not come up"
-            time.sleep(0.1)
+    base = await_dashboard(proc, port)
     try:
         browser.get(f"{base}/jobs/{ids['d']}")
         assert browser.find_element(By.ID, "status").text == "waiting"

@@ -15,6 +15,7 @@ import pytest
 
 from tests.contract.helpers import WAKE_WAIT
 from tests.sqlite import _procs
+from tests.sqlite._migrate import migrate_at_once
 from tether._errors import StoreUnavailable
 from tether.stores import NewJob, Outcome
 from tether.stores._sqlite.store import SCHEMA_VERSION, SQLiteStore
@@ -95,23 +96,7 @@ def test_processes_never_share_a_claim(sqlite_store: SQLiteStore, db_url: str) -
 
 def test_concurrent_migrate_threads(make_store: Callable[..., SQLiteStore]) -> None:
     stores = [make_store() for _ in range(6)]
-    barrier = threading.Barrier(len(stores))
-    versions: list[int] = []
-    failures: list[BaseException] = []
-
-    def run(store: SQLiteStore) -> None:
-        try:
-            barrier.wait(30)
-            versions.append(store.migrate())
-        except BaseException as exc:
-            failures.append(exc)
-
-    threads = [threading.Thread(target=run, args=(s,)) for s in stores]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not failures, failures
+    versions = migrate_at_once(stores)
     assert versions == [SCHEMA_VERSION] * len(stores)
     stores[0].check_schema()
 

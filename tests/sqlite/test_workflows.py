@@ -6,7 +6,6 @@ writes run, compared with the ones they ran before workflows)."""
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.sqlite._migrate import migrate_at_once
 from tether._limits import MAX_AFTER
 from tether.stores import JobStatus, NewJob, Outcome
 from tether.stores._sqlite.links import L
@@ -145,23 +145,7 @@ def test_concurrent_upgrades_of_a_version_6_file(
     _make_v6_file(path)
     before = _rows(path)
     stores = [make_store() for _ in range(4)]
-    barrier = threading.Barrier(len(stores))
-    versions: list[int] = []
-    failures: list[BaseException] = []
-
-    def run(store: SQLiteStore) -> None:
-        try:
-            barrier.wait(30)
-            versions.append(store.migrate())
-        except BaseException as exc:
-            failures.append(exc)
-
-    threads = [threading.Thread(target=run, args=(s,)) for s in stores]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not failures, failures
+    versions = migrate_at_once(stores)
     assert versions == [7] * len(stores)
     assert _rows(path) == before
 
