@@ -69,7 +69,7 @@ def measure(kind: str, trials: int, heartbeat: float | None, push: bool = True) 
         worker = app.worker(concurrency=1)
         if not push:  # the baseline: signals received and ignored, the heartbeat decides
             worker.wait_for_store(install_signals=False)
-            worker._signalled = lambda: None  # type: ignore[method-assign]
+            worker.signals.on_signal = lambda: None
         runner = threading.Thread(target=lambda: worker.run(install_signals=False),
                                   daemon=True)
         runner.start()
