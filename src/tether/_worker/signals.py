@@ -14,7 +14,8 @@ Invariants:
 * It waits on the worker's main store, whose listening connection (or subscription) the
   fetcher's ``wait_for_jobs`` already uses: no extra connection per worker.
 * No store failure ends it: a failed wait is retried after a short pause, while the
-  heartbeat goes on at its interval.
+  heartbeat goes on at its interval; so is a wait that says "nothing" long before its
+  timeout (a closed store), so the loop never spins.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from tether import _clock as clock
 from tether._loop import Loop
 from tether.stores._contract import Leases
 
@@ -46,10 +48,14 @@ class SignalWatch(Loop):
         self.signals = 0  # signals received, for tests and benchmarks
 
     def round(self) -> float:
-        if self.store.wait_for_signal(self.owner, SIGNAL_WAIT) and not self.stopping:
-            self.signals += 1
-            self.on_signal()
-        return 0.0
+        began = clock.monotonic()
+        if self.store.wait_for_signal(self.owner, SIGNAL_WAIT):
+            if not self.stopping:
+                self.signals += 1
+                self.on_signal()
+            return 0.0
+        # "Nothing" long before the timeout: a closed store answers at once; do not spin.
+        return _RETRY if clock.monotonic() - began < SIGNAL_WAIT / 2 else 0.0
 
     def failed(self, exc: Exception) -> float:
         """A store hiccup (or a store closed under us at shutdown): the heartbeat covers it."""
