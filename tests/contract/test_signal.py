@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
+from tests.contract.aioloop import run_unblocked
 from tests.contract.helpers import fresh_queue, running_job
 from tether.stores import Store
 
@@ -62,3 +63,18 @@ def test_a_pause_signals_every_worker(store: Store, t0: float) -> None:
     assert store.pause_queue(fresh_queue()) is True
     assert store.wait_for_signal("w1", LONG) is True
     assert store.wait_for_signal("w2", LONG) is True
+
+
+def test_an_async_cancel_signals_the_holder(store: Store, t0: float) -> None:
+    job = running_job(store, t0, ttl=30)
+    assert store.wait_for_signal("w1", LONG) is True
+
+    async def main() -> str:
+        producer = store.async_producer()
+        try:
+            return await producer.cancel(job.id)
+        finally:
+            await producer.aclose()
+
+    assert run_unblocked(main) == "requested"
+    assert store.wait_for_signal("w1", LONG) is True
