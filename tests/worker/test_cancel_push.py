@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 import tether
 from tests.worker.helpers import running, status, wait_until
+from tests.worker.pool_tasks import register, starts
 from tether._errors import JobCancelled
 
 HEARTBEAT = 30.0
 #: Far below the heartbeat interval, far above any delivery time.
 WELL_BELOW = 5.0
+SPEC = "tests.worker.pool_tasks:app"
 
 
 @pytest.fixture
@@ -68,3 +71,18 @@ def test_a_pause_reaches_the_worker_before_its_next_read(
         app.store.pause_queue("default")
         wait_until(lambda: worker.pauses.active() == [], timeout=WELL_BELOW,
                    what="the pause to reach the worker")
+
+
+@pytest.mark.timeout(60)
+def test_a_cancel_stops_a_process_pool_child_before_the_next_heartbeat(
+    make_app: object, slow_beats: dict[str, float], tmp_path: Path
+) -> None:
+    app: tether.App = make_app(**slow_beats)  # type: ignore[operator]
+    register(app)
+    log = str(tmp_path / "starts.log")
+    job_id = app.runtime.registry.tasks["pool.nap"].enqueue(600.0, log)
+    with running(app, concurrency=1, pool="process", app_spec=SPEC):
+        wait_until(lambda: starts(log), 30, "the handler to start in a child")
+        assert app.cancel(job_id) == "requested"
+        wait_until(lambda: status(app, job_id) == "cancelled", timeout=WELL_BELOW,
+                   what="the child to be stopped by the pushed cancel")
