@@ -182,7 +182,11 @@ class Listener:
             if first:
                 self._signals[owner] = False
         if first:
-            return self._signal_ready.wait(max(0.0, deadline - clock.monotonic()))
+            if self._signal_ready.wait(max(0.0, deadline - clock.monotonic())):
+                return True
+            with self._cond:  # not listening yet: the next call is a first call again
+                self._signals.pop(owner, None)
+            return False
         with self._cond:
             while not self._closed:
                 if self._signals.get(owner, False):

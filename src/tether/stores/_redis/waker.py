@@ -119,7 +119,11 @@ class Waker:
             if first:
                 self._signals[owner] = False
         if first:
-            return self._signal_ready.wait(max(0.0, deadline - time.monotonic()))
+            if self._signal_ready.wait(max(0.0, deadline - time.monotonic())):
+                return True
+            with self._signal_cond:  # not listening yet: the next call is a first call again
+                self._signals.pop(owner, None)
+            return False
         with self._signal_cond:
             while not self._stop.is_set():
                 if self._signals.get(owner, False):
