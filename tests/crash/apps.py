@@ -241,12 +241,12 @@ def grandchild_file(job_id: int, attempt: int) -> Path:
     return _dir() / f"grandchild-{job_id}-{attempt}.log"
 
 
-def _start_grandchild(limit: float, segv: bool = False) -> dict[str, Any]:
+def _start_grandchild(limit: float, segv: bool = False, gil: bool = False) -> dict[str, Any]:
     """Attempt 1 starts a shell loop that appends a line every 50 ms to its side-effect file
     (a stand-in for ffmpeg, rsync or a payment CLI), records its pid, and waits ``limit``
     seconds without looking at cancellation and without ever stopping the subprocess, as a
-    careless handler would (``segv``: crashes its process instead); later attempts return at
-    once."""
+    careless handler would (``segv``: crashes its process instead; ``gil``: waits in a C call
+    that holds the GIL, as a CPU-bound extension may); later attempts return at once."""
     job = tether.current_job()
     if job.attempt == 1:
         path = grandchild_file(job.id, job.attempt)
@@ -258,6 +258,8 @@ def _start_grandchild(limit: float, segv: bool = False) -> dict[str, Any]:
             time.sleep(0.01)  # the side effect has begun before the handler goes on
         if segv:
             ctypes.string_at(0)
+        if gil:  # libc sleep through PyDLL keeps the GIL: no other thread of the child runs
+            ctypes.PyDLL(None).sleep(int(limit))
         time.sleep(limit)
     else:
         _run("start")
@@ -266,8 +268,8 @@ def _start_grandchild(limit: float, segv: bool = False) -> dict[str, Any]:
 
 
 @app.task(name="crash.grandchild", max_attempts=5)
-def grandchild(limit: float = 60.0, segv: bool = False) -> dict[str, Any]:
-    return _start_grandchild(limit, segv)
+def grandchild(limit: float = 60.0, segv: bool = False, gil: bool = False) -> dict[str, Any]:
+    return _start_grandchild(limit, segv, gil)
 
 
 @app.task(name="crash.grandchild_timeout", timeout=1, max_attempts=2, retry=FAST_RETRY)

@@ -9,6 +9,8 @@ Threads and what each may touch:
   and one asyncio loop (``threads/``), or child processes (``processes/``, ``pool="process"``)
   driven by one supervisor and one reader thread per child;
 * heartbeater: its own store connection; renews every in-flight lease in one statement;
+* signals: long-polls the main store for a cancel of a job it holds or a pause, and then
+  brings the heartbeat forward (``signals.py``; the heartbeat still decides);
 * completer: writes outcomes in fenced batches;
 * deadlines: per-task timeouts; maintainer: reaper and pruner under leadership.
 
@@ -46,6 +48,7 @@ from tether._worker.pool import Pool, make_pool
 from tether._worker.poolconfig import make_pool_config
 from tether._worker.registry import Registry, Running
 from tether._worker.shutdown import Phase, Shutdown
+from tether._worker.signals import SignalWatch
 from tether._worker.startup import open_when_up
 from tether._worker.unknown import unknown_task_outcome
 from tether.stores._contract import JobRecord, Outcome, Store, WorkerInfo
@@ -63,7 +66,7 @@ FORCED_EXIT_WAIT = 2.0
 SIGNAL_CHECK_EVERY = 0.2
 #: The parts ``Worker._open`` builds, once the store answers.
 _STORE_PARTS = frozenset({"store", "_hb_store", "_maint_store", "health", "heartbeater",
-                          "completer", "pool", "maintainer", "pauses", "fetcher"})
+                          "completer", "pool", "maintainer", "pauses", "fetcher", "signals"})
 
 
 def new_worker_id() -> str:
@@ -83,6 +86,7 @@ class Worker:
     maintainer: Maintainer | None
     pauses: PausedQueues
     fetcher: Fetcher
+    signals: SignalWatch
 
     def __init__(
         self,
@@ -193,6 +197,7 @@ class Worker:
                 reap=self.settings.reaper_interval > 0,
                 schedules=self._periodic) if self._maint_store is not None else None
             self.pauses = PausedQueues(store, self.queues)
+            self.signals = SignalWatch(store, self.id, self._signalled, on_fatal=fatal)
             self.fetcher = Fetcher(store, self.id, self.queues, self.settings, self.registry,
                                    self.pool, self.shutdown, self.pauses, self.health,
                                    start=self._start, on_fatal=fatal,
@@ -227,7 +232,7 @@ class Worker:
                 self.id, socket.gethostname(), os.getpid(), tuple(self.queues), self.concurrency))
             log.debug("worker %s registered (pool=%s, lease_ttl=%ss)", self.id, self.pool.kind,
                       self.settings.lease_ttl)
-            for part in (self.heartbeater, self.completer, self.maintainer):
+            for part in (self.signals, self.heartbeater, self.completer, self.maintainer):
                 if part is not None:
                     part.start()
             self.fetcher.start()
@@ -283,6 +288,7 @@ class Worker:
             return
         if self.shutdown.phase == Phase.RUNNING:
             self.shutdown.request("closing", signalled=False)
+        self.signals.stop(0.0)
         for part in (self.maintainer, self.heartbeater):
             if part is not None:
                 part.stop(min(5.0, self._left()))
@@ -319,6 +325,12 @@ class Worker:
             self.shutdown.force("the store is gone", fatal=exc)
             return
         self.shutdown.force(f"a worker thread died ({type(exc).__name__}: {exc})", fatal=exc)
+
+    def _signalled(self) -> None:
+        """The store signalled us (a cancel of a job we hold, or a pause): heartbeat now,
+        and re-read the paused set before the next claim (``signals.py``)."""
+        self.heartbeater.nudge()
+        self.pauses.refresh()
 
     def _notify(self) -> None:
         try:

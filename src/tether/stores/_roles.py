@@ -116,7 +116,8 @@ class Producer(Basics, Protocol):
     def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
         """pending or waiting → cancelled at once ("cancelled"; its waiting descendants are
         cancelled with it, invariant 6); running → cancel_requested set ("requested", the
-        holder learns it at its next heartbeat); terminal → "finished".
+        holder learns it at its next heartbeat, which the same write brings forward by
+        signalling the holder: see ``Leases.wait_for_signal``); terminal → "finished".
         Raises JobNotFound for an unknown id."""
         ...
 
@@ -229,6 +230,20 @@ class Leases(Basics, Protocol):
 
     def notify(self, queues: Sequence[str]) -> None:
         """Wake waiters of ``queues`` (used after reaping or handing leases back)."""
+        ...
+
+    def wait_for_signal(self, owner: str, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until something may concern worker ``owner``: a
+        cancel requested for a job it holds, or a queue paused. True when signalled.
+
+        A long poll (issue #22): the worker answers a signal with an early heartbeat, which
+        alone says what changed (``cancel_requested``) and stays fenced; this only shortens
+        the wait for it from up to ``heartbeat_every`` to the store's delivery time. So
+        spurious wake-ups are allowed, and a missed signal costs latency, never correctness.
+        The first call for an ``owner`` returns True as soon as the store listens for it
+        (what came before was not watched: one heartbeat covers it). Never raises for
+        connection trouble: a wait cut short by it returns True (the heartbeat then says
+        what the store says)."""
         ...
 
     def paused_queues(self) -> list[str]:
@@ -385,7 +400,8 @@ class Admin(Producer, Protocol):
 
     def pause_queue(self, queue: str) -> bool:
         """Mark ``queue`` paused (workers stop claiming from it; running jobs go on).
-        True when it was not paused before."""
+        True when it was not paused before. Signals every worker (``wait_for_signal``), so
+        they re-read the paused set at once rather than at their next periodic read."""
         ...
 
     def resume_queue(self, queue: str) -> bool:

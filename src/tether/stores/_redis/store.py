@@ -138,7 +138,8 @@ class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, Redi
         self._watch = ServerWatch(f"{self._url} prefix {self.prefix!r}")
         # A lost subscription means the server went away: look for a restart at once after.
         self._waker = Waker(self._client, f"{self.prefix}:wake", self._watch.soon,
-                            done_channel=f"{self.prefix}:done")
+                            done_channel=f"{self.prefix}:done",
+                            signal_channel=f"{self.prefix}:signal")
         self._marks = threading.local()  # per thread: wake-up mark taken before its claim
         self._flagged = False  # ALLOW_OOM scripts chosen for this server (_flag_scripts)
 

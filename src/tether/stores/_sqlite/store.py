@@ -74,6 +74,8 @@ class SQLiteStore(SQLiteSchema, SQLiteProducer, SQLiteLeases, SQLiteMaintenance,
         self._wake = threading.Condition()
         self._wake_gen = 0
         self._seen = threading.local()
+        self._signal_seen: dict[str, tuple[tuple[int, int], frozenset[int], frozenset[str]]] = {}
+        self._signal_gen = 0
         self._aio_init()
 
     def __repr__(self) -> str:
