@@ -66,7 +66,7 @@ def test_a_worker_token_cannot_administer(
     assert worker.get_job(job_id) is not None
     assert worker.migrate() >= 1  # nothing to do: allowed
     for call in (lambda: worker.purge("default", ["pending"]), lambda: worker.cancel(job_id),
-                 lambda: worker.list_jobs(), lambda: worker.retry_failed(None),
+                 worker.list_jobs, lambda: worker.retry_failed(None),
                  lambda: worker.pause_queue("default")):
         with pytest.raises(AuthError) as info:
             call()
