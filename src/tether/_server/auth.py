@@ -79,11 +79,14 @@ class Authorizer:
             return Role.ADMIN
         role = tokens.role_of(token)
         if role is None:
-            named = "no token" if token is None else f"token {fingerprint(token)}"
-            raise AuthError(f"the tether server refused {named}: unknown token",
+            if token is None:
+                raise AuthError("refused the call: no token (give one in the URL, "
+                                "tether://TOKEN@HOST:PORT, or $TETHER_TOKEN)",
+                                code="unauthenticated")
+            raise AuthError(f"refused token {fingerprint(token)}: unknown token",
                             code="unauthenticated")
         allowed = roles.ADMIN if role is Role.ADMIN else roles.WORKER
         if method not in allowed:
-            raise AuthError(f"token {fingerprint(token or '')} ({role.value}) may not call "
-                            f"{method}", code="permission_denied")
+            raise AuthError(f"refused token {fingerprint(token or '')}: a {role.value} token "
+                            f"may not call {method}", code="permission_denied")
         return role
