@@ -6,11 +6,11 @@
 enqueued one at a time (50 ms apart, on the store directly); prints the pick-up p50/p99
 (handler start minus enqueue time). Issue #21's bar: p99 under 50 ms.
 
-Otherwise: enqueues ``--jobs`` no-op jobs, then times a real ``tether worker bench.apps:app --burst``
-subprocess draining them: once on the store's URL, once on ``tether://`` to a TetherServer
-(run in this process, in front of the same store). Prints jobs/s of each and the ratio
-(issue #21's bar: the remote rate is at least 50 % of the direct one). A quick check, not
-one of bench/'s scenarios.
+Otherwise: enqueues ``--jobs`` no-op jobs, then times a real
+``tether worker bench.apps:app --burst`` subprocess draining them: once on the store's
+URL, once on ``tether://`` to a TetherServer (run in this process, in front of the same
+store). Prints jobs/s of each and the ratio (issue #21's bar: the remote rate is at least
+50 % of the direct one). A quick check, not one of bench/'s scenarios.
 """
 
 from __future__ import annotations
