@@ -9,7 +9,7 @@ from collections.abc import Callable
 import grpc
 import pytest
 
-from tests.server.conftest import ADMIN_TOKEN, WORKER_TOKEN
+from tests.service.conftest import ADMIN_TOKEN, WORKER_TOKEN
 from tether._errors import AuthError
 from tether._server.auth import fingerprint
 from tether._server.serve import TetherServer
