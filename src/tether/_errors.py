@@ -45,6 +45,16 @@ class ConfigError(TetherError, ValueError):
     """A setting, option or URL is invalid."""
 
 
+class AuthError(ConfigError):
+    """A tether server refused the caller's token (``code`` ``"unauthenticated"``: unknown or
+    missing) or the call for its role (``"permission_denied"``). The message names the token
+    by fingerprint only. Not retried: a wrong token stays wrong."""
+
+    def __init__(self, message: str, *, code: str = "unauthenticated") -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class JobNotFound(TetherError, LookupError):
     def __init__(self, job_id: int) -> None:
         super().__init__(f"no job with id {job_id}")

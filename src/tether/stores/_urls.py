@@ -110,7 +110,8 @@ def redact(url: str) -> str:
     if found is not None:
         start, end, is_clean = found
         userinfo = url[start:end]
-        if not is_clean:
+        # A tether:// URL's whole user info is its token (issue #21).
+        if not is_clean or url[:start].lower() in ("tether://", "tethers://"):
             url = f"{url[:start]}{_MASK}{url[end:]}"
         elif ":" in userinfo:
             url = f"{url[:start]}{userinfo.split(':', 1)[0]}:{_MASK}{url[end:]}"
