@@ -93,14 +93,6 @@ def cmd_server(args: argparse.Namespace) -> int:
     tls = ServerTLS(args.tls_cert, args.tls_key) if args.tls_cert else None
     if tls is not None:
         tls.load()  # a bad file is one line now, not a handshake failure on every client
-    try:
-        import importlib
-
-        # CORE's module (issue #21); imported by name until both halves are on one branch.
-        TetherServer = importlib.import_module("tether._server.serve").TetherServer
-    except ImportError as exc:
-        raise ConfigError(f"tether server needs the server extra: pip install "
-                          f"'tether[server]' ({exc})") from None
     runtime, settings, url = maintenance_setup(args)
     if url.lower().startswith(("tether://", "tethers://")):
         raise ConfigError(f"the store URL {redact(url)} is a tether server's: tether server "
@@ -109,6 +101,14 @@ def cmd_server(args: argparse.Namespace) -> int:
     migrate = runtime.auto_migrate if runtime is not None else not args.no_migrate
     if args.no_migrate:
         migrate = False
+    try:
+        import importlib
+
+        # CORE's module (issue #21); imported by name until both halves are on one branch.
+        TetherServer = importlib.import_module("tether._server.serve").TetherServer
+    except ImportError as exc:
+        raise ConfigError(f"tether server needs the server extra: pip install "
+                          f"'tether[server]' ({exc})") from None
 
     authorizer = Authorizer(tokens)
     shutdown = Shutdown(draining="stopping the server")
