@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import tether
+from tests.crash.harness import wait_for
 from tests.server.serving import run_cli, tether_server
 from tether._server.auth import fingerprint
 
@@ -91,3 +93,64 @@ def test_start_line_sighup_and_sigterm(tmp_path: Path) -> None:
     assert "stopping" in text
     assert WORKER_TOKEN not in text and ADMIN_TOKEN not in text
     assert fingerprint(WORKER_TOKEN) not in text  # nobody called: no token was even named
+
+
+REAP_APP = '''
+import tether
+
+app = tether.App(lease_ttl=2)
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_server_for_an_app_runs_its_maintenance(tmp_path: Path) -> None:
+    """``tether server MODULE:APP``: the app's settings drive the reaper it runs."""
+    from tether.stores import NewJob, open_store
+
+    (tmp_path / "reap_app.py").write_text(REAP_APP)
+    url = f"sqlite:///{tmp_path / 'served.db'}"
+    with tether_server(tmp_path, "reap_app:app", "--url", url, "--token-file",
+                       token_file(tmp_path)) as served:
+        store = open_store(url)
+        try:
+            ids = store.enqueue([NewJob("t")])
+            store.claim("dead-worker", ["default"], 1, 1.0)  # nobody will renew it
+            wait_for(lambda: (job := store.get_job(ids[0])) is not None
+                     and job.status == "pending", 60, "the server's reaper")
+        finally:
+            store.close()
+        assert served.stop() == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_insecure_on_loopback_takes_calls_without_a_token(tmp_path: Path) -> None:
+    with tether_server(tmp_path, "--insecure", "--no-maintenance", "--url",
+                       f"sqlite:///{tmp_path / 'served.db'}") as served:
+        start = served.wait_line("tether server listening on")
+        assert "no tokens (--insecure" in start and "maintenance off" in start
+        result = run_cli(["purge", "default", "--url", f"tether://{served.address}"],
+                         tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert served.stop() == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_tls_end_to_end(tmp_path: Path) -> None:
+    from tests.server.test_tls import make_cert
+
+    cert, key = make_cert(tmp_path)
+    with tether_server(tmp_path, "--token-file", token_file(tmp_path), "--tls-cert",
+                       str(cert), "--tls-key", str(key), "--url",
+                       f"sqlite:///{tmp_path / 'served.db'}") as served:
+        assert "(TLS)" in served.wait_line("tether server listening on")
+        app = tether.App(f"tethers://{WORKER_TOKEN}@{served.address}?ca={cert}")
+        try:
+            job = app.enqueue("remote.anything")
+            record = app.store.get_job(int(job))
+            assert record is not None and record.status == "pending"
+        finally:
+            app.close()
+        assert served.stop() == 0
