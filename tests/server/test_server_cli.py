@@ -4,6 +4,7 @@ opens), its start line, SIGHUP and SIGTERM (issue #21)."""
 from __future__ import annotations
 
 import signal
+import socket
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,15 @@ def test_tls_end_to_end(tmp_path: Path) -> None:
         finally:
             app.close()
         assert served.stop() == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = refused(tmp_path, "--listen", f"127.0.0.1:{port}", "--insecure",
+                       "--no-maintenance", "--url", f"sqlite:///{tmp_path / 'served.db'}")
+    assert f"cannot listen on 127.0.0.1:{port}" in line
