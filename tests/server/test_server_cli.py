@@ -184,3 +184,16 @@ def test_start_line_redacts_the_store_password(tmp_path: Path) -> None:
             assert "postgres:***@127.0.0.1:5432" in start, start
             assert served.stop() == 0
             assert "pw-Secret" not in served.text()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_second_server_on_the_same_port_is_refused(tmp_path: Path) -> None:
+    """gRPC's default SO_REUSEPORT let two servers share a port (and split the calls between
+    two stores); the second must be refused."""
+    with tether_server(tmp_path, "--insecure", "--no-maintenance", "--url",
+                       f"sqlite:///{tmp_path / 'a.db'}", name="first") as first:
+        line = refused(tmp_path, "--listen", first.address, "--insecure", "--no-maintenance",
+                       "--url", f"sqlite:///{tmp_path / 'b.db'}")
+        assert f"cannot listen on {first.address}" in line
+        assert first.stop() == 0
