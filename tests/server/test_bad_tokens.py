@@ -37,8 +37,9 @@ def served(tmp_path: Path) -> Iterator[Served]:
     tokens.write_text(f"{WORKER_TOKEN} worker\n{ADMIN_TOKEN} admin\n")
     tokens.chmod(0o600)
     (tmp_path / "remote_app.py").write_text(APP)
+    # DEBUG: not even the most talkative log may hold a token.
     with tether_server(tmp_path, "--url", f"sqlite:///{tmp_path / 'served.db'}",
-                       "--token-file", str(tokens)) as server:
+                       "--token-file", str(tokens), "--log-level", "DEBUG") as server:
         yield server
         assert server.stop() == 0
         text = server.text()
@@ -60,6 +61,7 @@ def test_worker_with_a_wrong_token_exits_with_one_line(tmp_path: Path, served: S
     assert f"the tether server at {served.address} refused token " \
            f"{fingerprint(WRONG_TOKEN)}: unknown token" in line, line
     assert WRONG_TOKEN not in result.stderr + result.stdout
+    served.wait_line(f"refused token {fingerprint(WRONG_TOKEN)}: unknown token")
 
 
 def test_worker_without_a_token_exits_with_one_line(tmp_path: Path, served: Served) -> None:
