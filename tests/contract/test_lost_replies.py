@@ -174,9 +174,15 @@ def test_leader_release_and_renew_replays_are_harmless(
     assert other is not None and other.term == lead.term + 1
 
 
-def test_the_lost_reply_fence_is_exact(faulty: Faulty, store: Store) -> None:
+def test_the_lost_reply_fence_is_exact(
+    faulty: Faulty, store: Store, store_kind: str, request: pytest.FixtureRequest
+) -> None:
     """A replayed finish is recognised by its own token only: a forged lease with the same
     id, attempt and owner is still rejected after the job finished."""
+    lacks(request, store_kind, **{"remote-sqlite": (
+        "the SQLite store takes a finish with the finished attempt's token but another owner "
+        "for a replay and accepts it (found through tether://: SQLite alone has no network, "
+        "so this test never ran on it)")})
     lossy = faulty.store
     lossy.enqueue([NewJob("t", queue="lost-exact")])
     (job,) = lossy.claim("w1", ["lost-exact"], 1, 30)

@@ -11,8 +11,9 @@ Invariants:
   request id), which is what makes this retry, and failover, safe.
 * A server's named error is never retried here: the caller decides (a worker rides out
   StoreUnavailable, stops claiming on StoreFull). An AuthError is never retried anywhere.
-* Non-waiting calls carry a deadline (the URL's ``timeout``), so a silent network cannot hang
-  a caller; long polls carry their own wait plus a margin.
+* Non-waiting calls carry a deadline (the store's ``deadline``, as every network store's:
+  :mod:`tether.stores._deadline`, 5 s unless the URL says ``?deadline=``), so a silent
+  network cannot hang a caller; long polls carry their own wait plus a short margin.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ M = TypeVar("M", bound=Message)
 SERVICE = "/tether.v1.Store/"
 #: Pause between two tries after a transport failure (a reconnect needs a moment).
 RETRY_PAUSE = 0.05
-#: Margin added to a long poll's deadline beyond its wait.
-WAIT_MARGIN = 10.0
+#: Most margin added to a long poll's deadline beyond its wait (the server answers on its
+#: own timer; the store's deadline when that is shorter).
+WAIT_MARGIN = 2.0
 
 
 def channel_options(max_message_bytes: int = 16 << 20) -> list[tuple[str, Any]]:
@@ -48,7 +50,7 @@ def channel_options(max_message_bytes: int = 16 << 20) -> list[tuple[str, Any]]:
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.initial_reconnect_backoff_ms", 100),
         ("grpc.min_reconnect_backoff_ms", 100),
-        ("grpc.max_reconnect_backoff_ms", 1000),
+        ("grpc.max_reconnect_backoff_ms", 500),
         ("grpc.keepalive_time_ms", 10_000),
         ("grpc.keepalive_timeout_ms", 5_000),
         ("grpc.keepalive_permit_without_calls", 1),
@@ -80,8 +82,9 @@ def _credentials(url: RemoteURL) -> grpc.ChannelCredentials:
 class Channels:
     """The channels to a server's hosts, and the one place calls are made."""
 
-    def __init__(self, url: RemoteURL) -> None:
+    def __init__(self, url: RemoteURL, deadline: float) -> None:
         self.url = url
+        self.deadline = deadline
         self._lock = threading.Lock()
         self._channels: list[grpc.Channel | None] = [None] * len(url.hosts)
         self._calls: dict[tuple[int, str], Callable[..., Any]] = {}
@@ -113,9 +116,12 @@ class Channels:
             return made
 
     def call(self, rpc: str, request: Message, reply: type[M], *,
-             wait: float | None = None) -> M:
-        """``rpc`` with ``request``; ``wait``: the long poll's own wait (seconds)."""
-        timeout = self.url.timeout if wait is None else wait + WAIT_MARGIN
+             wait: float | None = None, timeout: float | None = None) -> M:
+        """``rpc`` with ``request``; ``wait``: the long poll's own wait (seconds);
+        ``timeout``: this call's deadline instead of the store's."""
+        if timeout is None:
+            timeout = (self.deadline if wait is None
+                       else wait + min(WAIT_MARGIN, self.deadline))
         hosts = len(self.url.hosts)
         tries = max(2, 2 * hosts)
         for attempt in range(tries):
