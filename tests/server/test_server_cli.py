@@ -197,3 +197,18 @@ def test_a_second_server_on_the_same_port_is_refused(tmp_path: Path) -> None:
                        "--url", f"sqlite:///{tmp_path / 'b.db'}")
         assert f"cannot listen on {first.address}" in line
         assert first.stop() == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_start_line_in_json(tmp_path: Path) -> None:
+    import json
+
+    with tether_server(tmp_path, "--no-maintenance", "--log-format", "json", "--url",
+                       f"sqlite:///{tmp_path / 'served.db'}", "--token-file",
+                       token_file(tmp_path)) as served:
+        start = json.loads(served.wait_line("tether server listening on"))
+        assert start["listen"] == served.address and start["tls"] is False
+        assert start["tokens"] == {"worker": 1, "admin": 1}
+        assert "maintenance" not in start and start["store"].startswith("sqlite:///")
+        assert served.stop() == 0
