@@ -99,20 +99,22 @@ def test_start_line_sighup_and_sigterm(tmp_path: Path) -> None:
 REAP_APP = '''
 import tether
 
-app = tether.App(lease_ttl=2)
+app = tether.App(URL, lease_ttl=2)
 '''
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_server_for_an_app_runs_its_maintenance(tmp_path: Path) -> None:
-    """``tether server MODULE:APP``: the app's settings drive the reaper it runs."""
+    """``tether server MODULE:APP``: the app's store URL and settings (lease_ttl) drive the
+    server and the reaper it runs."""
     from tether.stores import NewJob, open_store
 
-    (tmp_path / "reap_app.py").write_text(REAP_APP)
     url = f"sqlite:///{tmp_path / 'served.db'}"
-    with tether_server(tmp_path, "reap_app:app", "--url", url, "--token-file",
+    (tmp_path / "reap_app.py").write_text(REAP_APP.replace("URL", repr(url)))
+    with tether_server(tmp_path, "reap_app:app", "--token-file",
                        token_file(tmp_path)) as served:
+        assert f"store {url};" in served.wait_line("tether server listening on")
         store = open_store(url)
         try:
             ids = store.enqueue([NewJob("t")])
