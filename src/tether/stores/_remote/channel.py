@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from tether._errors import AuthError, StoreUnavailable
+from tether._errors import StoreUnavailable
 from tether._wire.errors import ERROR_KEY, JOB_ID_KEY, error_of
 from tether.stores._remote.url import RemoteURL
 
@@ -61,14 +61,6 @@ def channel_options(max_message_bytes: int = 16 << 20) -> list[tuple[str, Any]]:
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.enable_retries", 0),
     ]
-
-
-def _addressed(failure: Exception, target: str) -> Exception:
-    """A refused token names the server that refused it (the one line a worker exits with:
-    "the tether server at h:7400 refused token sha256:1a2b3c4d: unknown token")."""
-    if isinstance(failure, AuthError):
-        return AuthError(f"the tether server at {target} {failure}", code=failure.code)
-    return failure
 
 
 def _serialize(message: Message) -> bytes:
@@ -138,7 +130,7 @@ class Channels:
             except grpc.RpcError as err:
                 failure = self._failure(err)
                 if failure is not None:
-                    raise _addressed(failure, self.url.targets[index]) from None
+                    raise failure from None
                 attempt += 1
                 if (attempt >= 2 * hosts
                         and time.monotonic() - started + RETRY_PAUSE > RETRY_BUDGET):
@@ -162,13 +154,17 @@ class Channels:
         if name is None and code == grpc.StatusCode.DEADLINE_EXCEEDED:
             return StoreUnavailable(self._describe(err))
         job_id = trailing.get(JOB_ID_KEY)
+        if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+            details = f"the tether server at {self._hosts()} {details}"
         return error_of(code, name if isinstance(name, str) else None, details,
                         job_id if isinstance(job_id, str) else None)
 
+    def _hosts(self) -> str:
+        return ",".join(f"{h}:{p}" for h, p in self.url.hosts)
+
     def _describe(self, err: grpc.RpcError) -> str:
-        hosts = ",".join(f"{h}:{p}" for h, p in self.url.hosts)
         details = err.details() if isinstance(err, grpc.Call) else str(err)
-        return f"the tether server at {hosts} is unreachable: {details}"
+        return f"the tether server at {self._hosts()} is unreachable: {details}"
 
     def close(self) -> None:
         with self._lock:
