@@ -4,6 +4,8 @@ The tree::
 
     TetherError
     ├── ConfigError            a setting or URL is wrong; the message says what to change
+    │   └── AuthError          a tether server refused the token (unknown, or not allowed
+    │                          to call that method)
     ├── JobNotFound            no job has that id
     ├── StoreError             the store failed
     │   ├── StoreUnavailable   transient: connection refused/dropped, locked; safe to retry
