@@ -79,6 +79,7 @@ class StoreService:
             "Migrate": (pb.Empty, self._migrate),
             "WaitForJobs": (pb.WaitForJobsRequest, self._wait_for_jobs),
             "WaitForFinish": (pb.WaitForFinishRequest, self._wait_for_finish),
+            "WaitForSignal": (pb.WaitForSignalRequest, self._wait_for_signal),
         }
 
     def generic_handler(self) -> grpc.GenericRpcHandler:
@@ -152,6 +153,16 @@ class StoreService:
         timeout = min(max(0.0, request.timeout), MAX_WAIT)
         woken, mark = await self.hub.wait(
             ("jobs", *queues), lambda t: self.store.wait_for_jobs(queues, t), timeout,
+            since=request.since, linger=LINGER)
+        return pb.WokenReply(woken=woken, mark=mark)
+
+    async def _wait_for_signal(self, request: pb.WaitForSignalRequest, role: Role) -> Message:
+        # One store waiter per connected worker (keyed by owner), lingering between its waits
+        # like a queue set's, so a cancel that lands while the worker heartbeats is kept.
+        owner = request.owner
+        timeout = min(max(0.0, request.timeout), MAX_WAIT)
+        woken, mark = await self.hub.wait(
+            ("signal", owner), lambda t: self.store.wait_for_signal(owner, t), timeout,
             since=request.since, linger=LINGER)
         return pb.WokenReply(woken=woken, mark=mark)
 

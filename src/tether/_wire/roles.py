@@ -18,7 +18,7 @@ WORKER: frozenset[str] = frozenset({
     "hello", "now", "info", "check_schema", "migrate", "get_job", "get_jobs", "job_links",
     "enqueue", "wait_for_finish",
     "claim", "heartbeat", "finish", "save_checkpoint", "set_progress", "wait_for_jobs",
-    "notify", "paused_queues", "register_worker", "unregister_worker",
+    "wait_for_signal", "notify", "paused_queues", "register_worker", "unregister_worker",
     "reap_expired", "next_lease_expiry", "housekeeping", "prune", "delete_dead_workers",
     "leader_acquire", "leader_renew", "leader_release", "leader_get", "leader",
     "schedule_tick", "schedules",

@@ -459,6 +459,16 @@ class WaitForJobsRequest(_message.Message):
     since: str
     def __init__(self, queues: _Optional[_Iterable[str]] = ..., timeout: _Optional[float] = ..., since: _Optional[str] = ...) -> None: ...
 
+class WaitForSignalRequest(_message.Message):
+    __slots__ = ("owner", "timeout", "since")
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    owner: str
+    timeout: float
+    since: str
+    def __init__(self, owner: _Optional[str] = ..., timeout: _Optional[float] = ..., since: _Optional[str] = ...) -> None: ...
+
 class QueuesRequest(_message.Message):
     __slots__ = ("queues",)
     QUEUES_FIELD_NUMBER: _ClassVar[int]

@@ -120,6 +120,11 @@ class StoreStub:
                 request_serializer=tether_dot___wire_dot_tether__pb2.WaitForJobsRequest.SerializeToString,
                 response_deserializer=tether_dot___wire_dot_tether__pb2.WokenReply.FromString,
                 _registered_method=True)
+        self.WaitForSignal = channel.unary_unary(
+                '/tether.v1.Store/WaitForSignal',
+                request_serializer=tether_dot___wire_dot_tether__pb2.WaitForSignalRequest.SerializeToString,
+                response_deserializer=tether_dot___wire_dot_tether__pb2.WokenReply.FromString,
+                _registered_method=True)
         self.Notify = channel.unary_unary(
                 '/tether.v1.Store/Notify',
                 request_serializer=tether_dot___wire_dot_tether__pb2.QueuesRequest.SerializeToString,
@@ -349,6 +354,14 @@ class StoreServicer:
 
     def WaitForJobs(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WaitForSignal(self, request, context):
+        """Long poll: something may concern this worker (a cancel of a job it holds, a queue
+        paused). Answer it with an early Heartbeat, which says what changed and stays fenced.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -585,6 +598,11 @@ def add_StoreServicer_to_server(servicer, server):
             'WaitForJobs': grpc.unary_unary_rpc_method_handler(
                     servicer.WaitForJobs,
                     request_deserializer=tether_dot___wire_dot_tether__pb2.WaitForJobsRequest.FromString,
+                    response_serializer=tether_dot___wire_dot_tether__pb2.WokenReply.SerializeToString,
+            ),
+            'WaitForSignal': grpc.unary_unary_rpc_method_handler(
+                    servicer.WaitForSignal,
+                    request_deserializer=tether_dot___wire_dot_tether__pb2.WaitForSignalRequest.FromString,
                     response_serializer=tether_dot___wire_dot_tether__pb2.WokenReply.SerializeToString,
             ),
             'Notify': grpc.unary_unary_rpc_method_handler(
@@ -1167,6 +1185,33 @@ class Store:
             target,
             '/tether.v1.Store/WaitForJobs',
             tether_dot___wire_dot_tether__pb2.WaitForJobsRequest.SerializeToString,
+            tether_dot___wire_dot_tether__pb2.WokenReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WaitForSignal(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tether.v1.Store/WaitForSignal',
+            tether_dot___wire_dot_tether__pb2.WaitForSignalRequest.SerializeToString,
             tether_dot___wire_dot_tether__pb2.WokenReply.FromString,
             options,
             channel_credentials,

@@ -80,6 +80,8 @@ class RemoteStore:
         self._call = self._rpc.call
         #: The server's wake-up mark per queue set (see WaitForJobsRequest.since).
         self._marks: dict[tuple[str, ...], str] = {}
+        #: The server's signal mark per worker (see WaitForSignalRequest.since).
+        self._signal_marks: dict[str, str] = {}
         self._producer: ThreadedProducer | None = None
         self._producer_lock = threading.Lock()
 
@@ -209,6 +211,17 @@ class RemoteStore:
                                             since=self._marks.get(key, ""))
             reply = self._call("WaitForJobs", request, pb.WokenReply, wait=t)
             self._marks[key] = reply.mark
+            woken: bool = reply.woken
+            return woken
+
+        return self._wait(poll, timeout)
+
+    def wait_for_signal(self, owner: str, timeout: float) -> bool:
+        def poll(t: float) -> bool:
+            request = pb.WaitForSignalRequest(owner=owner, timeout=t,
+                                              since=self._signal_marks.get(owner, ""))
+            reply = self._call("WaitForSignal", request, pb.WokenReply, wait=t)
+            self._signal_marks[owner] = reply.mark
             woken: bool = reply.woken
             return woken
 
