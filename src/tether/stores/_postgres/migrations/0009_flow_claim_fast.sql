@@ -5,14 +5,14 @@
 --
 -- Why: version 7's function (see 0007 for the model, the lock and why it is correct under
 -- READ COMMITTED, all unchanged here) ran, in a drain, a counts statement that built two
--- jsonb maps, a read of the queues' first due jobs into arrays, and a choice statement
--- that rebuilt groups, slots and cells from those arrays for a per-row loop: ~1.5 ms of a
--- ~2.7 ms claim of 55 jobs, against ~1.7 ms for the plain claim of the same jobs. Here the
--- usual case (the first pass of 0007 suffices, and no slot in it is shared by two groups
--- where it could bind) is ONE statement: it counts only what the jobs it read need, ranks
--- them, keeps each group's first jobs up to its room, and checks that the shortcut is exact.
--- Anything else (a shared slot that may bind, a job left out that could come first, a queue
--- limit to apply before reading) falls back to version 7's passes, unchanged.
+-- jsonb maps, a read of the queues' first due jobs into arrays, and a choice statement that
+-- rebuilt groups, slots and cells from those arrays for a per-row loop. Server CPU of a claim
+-- of 55 jobs of 55 keys mid-drain (log_statement_stats): 5.2 ms, against 2.4 ms for the plain
+-- claim of the same jobs; here 3.9 ms. The usual case (the first pass of 0007 suffices, and
+-- no slot in it that may bind is shared by two groups) is ONE statement: it counts what the
+-- jobs it read need, ranks them, keeps each group's first jobs up to its room, and checks
+-- that this is exactly what 0007 would choose. Anything else (a shared slot that may bind, a
+-- job left out that could come first) falls back to version 7's passes, unchanged.
 --
 -- Why the shortcut is exact when it says so: with every slot that may bind private to one
 -- group (a slot of room >= the offered jobs it covers never binds), the greedy choice of
