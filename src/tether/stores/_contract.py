@@ -79,14 +79,14 @@ not replay them).
 
 Roles: each caller names the one Protocol it needs, and a store implements all of them
 (:class:`Store`). :class:`Producer` is what applications enqueue, read, cancel and wait
-through; :class:`Leases` is a worker's lease path (claim, heartbeat, finish, the fenced
-writes, waking); :class:`Maintenance` is the maintainer's (reaping, pruning, leadership,
-periodic ticks); :class:`Liveness` is death detection (a worker's liveness token, the
-check for dead owners and the reap of their jobs: issue #22); :class:`Admin` is the operator's tools (listings, search, purge, pause,
-dead-letter retry), a producer too; :class:`Lifecycle` creates and checks the schema. Every
-role has :class:`Basics` (the store's kind, capabilities and clock, ``info``, ``get_job``,
-``close``). A read two roles need (``paused_queues``, ``leader``, ``schedules``) is declared in
-both, with the same signature (the contract suite checks it).
+through; :class:`Leases` is a worker's lease path (claim, heartbeat, finish, the fenced writes,
+waking); :class:`Maintenance` is the maintainer's (reaping, pruning, leadership, periodic
+ticks); :class:`Liveness` is death detection (a worker's liveness token, the check for dead
+owners and the reap of their jobs: issue #22); :class:`Admin` is the operator's tools
+(listings, search, purge, pause, dead-letter retry), a producer too; :class:`Lifecycle` creates
+and checks the schema. Every role has :class:`Basics` (the store's kind, capabilities and
+clock, ``info``, ``get_job``, ``close``). A read two roles need (``paused_queues``, ``leader``,
+``schedules``) is declared in both, with the same signature (the contract suite checks it).
 
 Optional abilities are declared, never guessed: a store's ``capabilities``
 (:class:`~tether.stores._records.Capabilities`) say whether it is :class:`Transactional`, and
