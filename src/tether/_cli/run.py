@@ -16,6 +16,7 @@ from tether._config import make_settings
 from tether._errors import ConfigError
 from tether._events import Events
 from tether._logs import configure, worker_banner
+from tether._maintenance.deathwatch import take_token
 from tether._maintenance.maintainer import Maintainer
 from tether._worker.shutdown import Shutdown
 from tether._worker.startup import open_when_up
@@ -140,6 +141,9 @@ def cmd_reaper(args: argparse.Namespace) -> int:
     if store is None:
         restore()
         return 0
+    # A liveness token (issue #22): when this reaper dies, its leadership passes at once.
+    token = take_token(store, holder, check_every=settings.death_check_interval,
+                       lease_ttl=settings.lease_ttl)
     maintainer = Maintainer(store, holder, settings, runtime.events if runtime else Events(),
                             schedules=runtime.registry.schedules() if runtime else ())
     maintainer.start()
@@ -150,5 +154,7 @@ def cmd_reaper(args: argparse.Namespace) -> int:
     finally:
         maintainer.stop()  # joins the loop, which releases leadership while the store is open
         restore()
+        if token:
+            store.release_liveness(holder)
         store.close()
     return 0 if shutdown.stopping else 1
