@@ -45,18 +45,18 @@ def _chain(cluster: Cluster, store: Store, first: Worker, *, leader_dies: bool,
     victim = first
     for trial in range(TRIALS):
         [job_id] = enqueue(store, "crash.work", 600.0, 0.1)
-        wait_for(lambda: [j for j in held_by(store, victim.pid) if j.id == job_id], 30,
+        wait_for(lambda v=victim, i=job_id: [j for j in held_by(store, v.pid) if j.id == i], 30,
                  f"trial {trial}: the victim to hold the job")
         successor = cluster.spawn(2)
         cluster.wait_registered(store, successor)
         if leader_dies:
-            wait_for(lambda: _leader_pid(store) == victim.pid, 30,
+            wait_for(lambda v=victim: _leader_pid(store) == v.pid, 30,
                      f"trial {trial}: the victim to lead maintenance")
         else:
             assert _leader_pid(store) != victim.pid
         killed_at = store.now()
         victim.kill()
-        job = wait_for(lambda: (j if (j := get(store, job_id)).attempt == 2
+        job = wait_for(lambda i=job_id: (j if (j := get(store, i)).attempt == 2
                                 and j.status in ("running", "done") else None),
                        LEASE_WOULD_TAKE, f"trial {trial}: the next attempt to start")
         took = (job.started_at or 0.0) - killed_at
@@ -64,7 +64,7 @@ def _chain(cluster: Cluster, store: Store, first: Worker, *, leader_dies: bool,
         assert job.stall_count == 1, job
         results.append(took)
         if leader_dies:
-            wait_for(lambda: _leader_pid(store) == successor.pid, 30,
+            wait_for(lambda s=successor: _leader_pid(store) == s.pid, 30,
                      f"trial {trial}: leadership to pass to the successor")
         victim = successor
 
