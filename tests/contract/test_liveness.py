@@ -7,14 +7,18 @@ process to die is in tests/crash/test_liveness_crash.py.
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.contract.helpers import errors_of, must_get, running_job
-from tether.stores import REAPED_ERROR, DeadOwners, Outcome, Reaped, Store
+from tests.contract.helpers import errors_of, fresh_queue, lacks, must_get, running_job
+from tether.stores import REAPED_ERROR, DeadOwners, NewJob, Outcome, Reaped, Store
 
 HOLD = 3600.0  # leases far longer than any test: only death can bring a job back
 
@@ -176,3 +180,51 @@ def test_a_dead_leader_holder_is_named(store: Store, t0: float,
 def test_nothing_asked_nothing_reaped(store: Store, t0: float) -> None:
     assert store.reap_dead([], now=t0) == []
     assert store.dead_workers([]) == frozenset()
+
+
+HOLDER = '''
+import sys, time
+from tether.stores import open_store
+
+store = open_store(sys.argv[1])
+store.take_liveness(sys.argv[2])
+jobs = store.claim(sys.argv[2], [sys.argv[3]], 1, 3600.0)
+print(len(jobs), flush=True)
+while True:
+    time.sleep(1)
+'''
+ONE_PROCESS = "one process: memory://NAME in another process is a store of its own, empty"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_name", ["SIGKILL", "SIGSTOP"])
+def test_another_process_dies_or_pauses(
+    store: Store, store_url: str, store_kind: str, request: pytest.FixtureRequest,
+    t0: float, signal_name: str,
+) -> None:
+    """A process that dies is dead at once; one that is paused is not (it keeps its token)."""
+    lacks(request, store_kind, memory=ONE_PROCESS)
+    worker, queue = _worker(), fresh_queue()
+    (job_id,) = store.enqueue([NewJob("t", queue=queue)])
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, store_url, worker, queue],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "1"
+        assert must_get(store, job_id).locked_by == worker
+        assert worker not in store.dead_owners().workers
+        os.kill(proc.pid, getattr(signal, signal_name))
+        if signal_name == "SIGKILL":
+            proc.wait(30)
+            _until(lambda: _dead(store, worker))
+            assert [r.job_id for r in store.reap_dead([worker])] == [job_id]
+        else:
+            for _ in range(10):  # a while: a paused process never looks dead
+                assert worker not in store.dead_owners().workers
+                assert store.dead_workers([worker]) == frozenset()
+                time.sleep(0.1)
+            assert must_get(store, job_id).status == "running"
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(30)
