@@ -12,6 +12,13 @@ Invariants:
   every maintainer: followers need it too, because a dead *leader* is found the same way and
   its lease released through its own fence (``leader_release`` with the dead holder's term),
   so leadership passes as fast as a dead worker's jobs come back.
+* **A death is confirmed before it is acted on**: a worker (or leader holder) counts as dead
+  only once every successful check for ``CONFIRM`` seconds has found its token released. A
+  live process whose token connection was cut (a proxy restart, an outage that reset every
+  connection) takes a new token at once when the store answers again, so it gets that long to
+  do it before anything is reaped; a check that fails forgets every suspicion (what happened
+  while the store was away is not observed). A real death costs ``CONFIRM`` more, which the
+  documented bound includes.
 * **Only the reap leader reaps** (``Store.reap_dead``: the stall path, fenced, selected by
   owner), and every job it takes back is reported as the reaper reports one (``stalled``).
 * **It never stops the maintainer**: an exception from one call is logged (once per run of
@@ -24,11 +31,20 @@ import logging
 from collections.abc import Sequence
 from typing import Protocol
 
+from tether import _clock as clock
 from tether._errors import StoreGone
 from tether._events import Events
 from tether.stores._contract import DeadOwners, Leadership, Liveness, Maintenance, Reaped
+from tether.stores._liveness import holder_worker
 
 log = logging.getLogger("tether.deathwatch")
+#: Seconds a released token must stay released, over successful checks, before its holder is
+#: judged dead: a live process re-takes a cut token well within it (its watcher tries every
+#: 0.1 s once the store answers).
+CONFIRM = 0.4
+#: While a death is being confirmed, checks come this often (at most): the confirmation costs
+#: CONFIRM, not CONFIRM rounded up to the next death_check_interval.
+CONFIRM_EVERY = 0.1
 
 
 def take_token(store: Liveness, holder: str, *, check_every: float, lease_ttl: float) -> bool:
@@ -64,18 +80,34 @@ class DeathWatch:
         self.batch = batch
         self.failures = 0
         self.total = 0
+        #: Worker id -> monotonic time a check first found its token released (still so at
+        #: every successful check since).
+        self.suspects: dict[str, float] = {}
 
     def check(self) -> DeadOwners:
-        """One check; an empty answer when the store could not be asked (logged)."""
+        """One check: the confirmed deaths (see ``CONFIRM``); an empty answer when the store
+        could not be asked (logged)."""
         try:
             found = self.store.dead_owners(self.elections)
         except StoreGone:
             raise
         except Exception as exc:
             self._failed("check", exc)
+            self.suspects.clear()
             return DeadOwners()
         self.failures = 0
-        return found
+        now = clock.monotonic()
+        seen = set(found.workers) | {holder_worker(lead.holder) for lead in found.leaders}
+        self.suspects = {w: self.suspects.get(w, now) for w in seen}
+        dead = {w for w, since in self.suspects.items() if now - since >= CONFIRM}
+        return DeadOwners(tuple(w for w in found.workers if w in dead),
+                          tuple(lead for lead in found.leaders
+                                if holder_worker(lead.holder) in dead))
+
+    def next_in(self, interval: float) -> float:
+        """Seconds until the next check: ``interval``, or sooner while a death is being
+        confirmed."""
+        return min(interval, CONFIRM_EVERY) if self.suspects else interval
 
     def release(self, lead: Leadership) -> bool:
         """Release a dead holder's lease through its own fence (its holder and term): a

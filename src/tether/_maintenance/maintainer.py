@@ -189,8 +189,8 @@ class Maintainer(Loop):
         dead: tuple[str, ...] = ()
         if self.watch is not None:
             if now >= self._next_watch:
-                self._next_watch = now + self.settings.death_check_interval
                 dead = self._watch_round(now)
+                self._next_watch = now + self.watch.next_in(self.settings.death_check_interval)
             due.append(self._next_watch)
         for duty in self.duties:
             if duty.elector is not None:

@@ -46,7 +46,7 @@ POOLED = ("behind a transaction pooler (pooler=transaction) without a direct= se
 #: How often the watcher looks at a quiet token connection (a select() timeout, no query).
 WATCH_EVERY = 1.0
 #: Pause between attempts to re-take a token whose connection was cut.
-RETAKE_EVERY = 0.2
+RETAKE_EVERY = 0.1
 
 
 def _new_key() -> int:

@@ -43,7 +43,7 @@ log = logging.getLogger("tether.store.redis")
 REAPED = "reaped"
 #: How often the watcher looks at a quiet token connection (a poll on the socket).
 WATCH_EVERY = 1.0
-RETAKE_EVERY = 0.2
+RETAKE_EVERY = 0.1
 
 
 def _command(conn: Any, *args: Any) -> Any:
