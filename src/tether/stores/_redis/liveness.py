@@ -10,12 +10,12 @@ Invariants:
   ``reaped`` once it was found dead and every job it held was taken back (the sub-second
   check stops probing it; a dead leader holder is still matched through it). A worker
   without an entry (an older release) is never dead.
-* **A check is one read and one CLIENT LIST**: the token records and the server's run id
-  (pipelined, with the asked leases), then ``CLIENT LIST ID ...`` of the recorded client ids;
-  an id missing there is a closed connection. A record from an earlier server run is not
-  judged (a restart closes every connection, and a live worker takes its token again at
-  once): the lease decides until it has, so a restart never makes every running job look
-  orphaned.
+* **A check is one read and one CLIENT LIST**: the token records (pipelined with the asked
+  leases), then ``CLIENT LIST ID ...`` of the recorded client ids; an id missing there is a
+  closed connection. Only then is the server's run id read (``INFO server``): a record from
+  an earlier server run is not judged (a restart closes every connection, and a live worker
+  takes its token again at once): the lease decides until it has, so a restart never makes
+  every running job look orphaned.
 * **A cut token connection is re-taken**: a watcher thread waits on the socket (no command)
   and takes a new connection when the server closes it while the process lives (the
   false-death case of docs/guarantees.md). With an idle ``timeout`` configured on the server,
@@ -159,24 +159,30 @@ class RedisLiveness:
         with io():
             pipe = self._client.pipeline(transaction=False)
             pipe.hgetall(self._key("live"))
-            pipe.info("server")
             for name in elections:
                 pipe.hmget(self._key("leader", name), "holder", "term", "expires_at")
             replies = pipe.execute()
             records: dict[str, str] = replies[0]
-            run_id = str(replies[1].get("run_id", ""))
-            judged: dict[str, int] = {}  # worker -> client id, for records of this server run
             dead = {w for w, v in records.items() if v == REAPED}
+            judged: dict[str, tuple[str, int]] = {}  # worker -> (server run, client id)
             for worker, value in records.items():
                 run, _, cid = value.partition(" ")
-                if value != REAPED and run == run_id and cid.isdigit():
-                    judged[worker] = int(cid)
+                if value != REAPED and cid.isdigit():
+                    judged[worker] = (run, int(cid))
             if judged:
-                ids: list[Any] = sorted(set(judged.values()))
-                alive = {int(c["id"]) for c in self._client.client_list(client_id=ids)}
-                dead.update(w for w, cid in judged.items() if cid not in alive)
+                ids = sorted({cid for _, cid in judged.values()})
+                # Raw (redis-py's parse of every field of every line cost ten times more):
+                # a line per live client, "id=<n> addr=...".
+                raw: Any = self._client  # redis-py's execute_command is untyped
+                listed = str(raw.execute_command("CLIENT", "LIST", "ID", *ids))
+                alive = {int(line[3:].split(" ", 1)[0]) for line in listed.splitlines()
+                         if line.startswith("id=")}
+                missing = {w: run for w, (run, cid) in judged.items() if cid not in alive}
+                if missing:  # only then: which server run are we on (INFO costs a parse)
+                    run_id = str(self._client.info("server").get("run_id", ""))
+                    dead.update(w for w, run in missing.items() if run == run_id)
         leaders = [Leadership(name, str(row[0]), int(row[1]), float(row[2]))
-                   for name, row in zip(elections, replies[2:], strict=True)
+                   for name, row in zip(elections, replies[1:], strict=True)
                    if row[0] is not None]
         return records, dead, leaders
 
