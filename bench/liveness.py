@@ -10,6 +10,9 @@ against this one, interleaved; and the store load of one death check.
   tree in turn, the order alternating from run to run, on a fresh isolated store each time
   (each tree migrates its own). The drive runs in a subprocess whose ``PYTHONPATH`` is the
   tree's, so base runs use base code end to end.
+  PostgreSQL runs on a throwaway server started for the run (``max_connections = 500``): 21
+  workers with their pools, listeners and tokens would take the shared server's last
+  connections from everyone else.
 * **check**: with 20 tokens held and each owner holding a running job, the time of one
   ``dead_owners`` call (three elections asked, as a worker's maintainer does), from this
   process; on Redis also the server's own time for it (INFO commandstats), on PostgreSQL the
@@ -33,7 +36,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.common import PG_DSN, REDIS_URL, ROOT, delete_redis_prefix, drop_pg_schema, new_tag
+from bench.common import REDIS_URL, ROOT, delete_redis_prefix, new_tag
+
+#: The PostgreSQL server of this run (set by ``throwaway_pg``).
+PG = {"dsn": ""}
 
 #: Run in a subprocess with a tree's PYTHONPATH: load N jobs, start K idle workers and one
 #: draining worker, print the steady drain rate as JSON. Uses only what both trees have.
@@ -73,9 +79,12 @@ def isolated(kind: str) -> Iterator[str]:
             yield f"sqlite:///{Path(d) / (tag + '.db')}"
     elif kind == "postgres":
         try:
-            yield f"{PG_DSN}?schema={tag}"
+            yield f"{PG['dsn']}?schema={tag}"
         finally:
-            drop_pg_schema(tag)
+            import psycopg
+
+            with psycopg.connect(PG["dsn"], autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{tag}" CASCADE')
     else:
         try:
             yield f"{REDIS_URL}?prefix={tag}"
@@ -147,7 +156,7 @@ def _server_time(store: Any, kind: str, calls: int, elections: list[str]) -> flo
         import psycopg
 
         text = store.queries["dead_owners"]
-        with psycopg.connect(PG_DSN, autocommit=True) as conn:
+        with psycopg.connect(PG["dsn"], autocommit=True) as conn:
             times = []
             for _ in range(50):
                 rows = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + text,
@@ -156,6 +165,30 @@ def _server_time(store: Any, kind: str, calls: int, elections: list[str]) -> flo
                 times.append(float(rows[0][0]["Execution Time"]) / 1e3)
         return statistics.median(times)
     return 0.0
+
+
+@contextmanager
+def throwaway_pg() -> Iterator[str]:
+    """A PostgreSQL server of our own on a free port (tests/throwaway's, with room for many
+    workers' connections); stopped, by its pid, at the end."""
+    from tests.ports import free_port
+    from tests.throwaway.postgres import BIN, USER, Cluster, _own, _run
+
+    with tempfile.TemporaryDirectory(prefix="tbench-pg-") as d:
+        root = Path(d)
+        _own(root)
+        data = root / "data"
+        _run(str(BIN / "initdb"), "-D", str(data), "-U", USER, "--auth=trust", "-E", "UTF8")
+        with open(data / "postgresql.conf", "a") as conf:
+            conf.write("max_connections = 500\n")
+        cluster = Cluster(data, free_port())
+        cluster.start()
+        try:
+            yield cluster.url()
+        finally:
+            if cluster.proc is not None:
+                cluster.proc.terminate()
+                cluster.proc.wait(60)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,6 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     stores = args.stores.split(",")
     idles = [int(x) for x in args.idle.split(",")]
     trees = {"base": args.base.resolve(), "live": ROOT}
+    with throwaway_pg() as pg:
+        PG["dsn"] = pg
+        return _measure(args, stores, idles, trees)
+
+
+def _measure(args: argparse.Namespace, stores: list[str], idles: list[int],
+             trees: dict[str, Path]) -> int:
     rates: dict[str, list[float]] = {}
     for run in range(args.runs):
         for kind in stores:

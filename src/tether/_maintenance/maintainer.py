@@ -227,7 +227,9 @@ class Maintainer(Loop):
                 continue  # our own token looked released (a cut connection): not dead
             if self.watch.release(lead):
                 duty.next_election = now
-        return found.workers
+        # Our own token looked released: its connection was cut, we are alive (it is being
+        # taken again); never reap ourselves.
+        return tuple(w for w in found.workers if w != self.holder)
 
     def _perform(self, duty: Duty) -> float:
         """Do one round of a duty; returns seconds until the next one."""
