@@ -143,6 +143,8 @@ class SQLiteLiveness:
             if entry.endswith(LOCKED) and _free(os.path.join(folder, entry)):
                 workers.append(unquote(entry[:-len(LOCKED)]))
         leaders: list[Leadership] = []
+        if not workers and not any(entry.endswith(REAPED) for entry in entries):
+            return DeadOwners()  # nobody is dead: no leader can be (no read of the database)
         for name in elections:
             lead = self.leader_get(name)
             if lead is not None and _dead(folder, holder_worker(lead.holder)):
