@@ -11,7 +11,9 @@ Invariants:
 * **The row comes after the lock**: ``live_tokens`` says which workers took a token and under
   which key; it is written once the lock is held, so a checker never sees a token not yet
   taken. A worker without a row (an older release) is never dead.
-* **One statement checks everyone** (``dead_owners`` in liveness.sql: one read of pg_locks).
+* **One statement checks everyone** (``dead_owners`` in liveness.sql: a shared
+  transaction-level probe of each live token's key, refused while its holder lives; not a
+  read of pg_locks, which stalls the whole lock manager).
 * **A cut token connection is re-taken at once**: a watcher thread waits on the socket (no
   query, no load) and, when the server closes it while the process lives, takes a new lock
   under a new key. Between the cut and the re-take the worker looks dead: that is the
