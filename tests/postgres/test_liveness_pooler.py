@@ -61,3 +61,19 @@ def test_with_direct_the_token_lives_on_the_session_connection(
         assert [r.job_id for r in store.reap_dead([worker])] == [job.id] == [job_id]
     finally:
         store.close()
+
+
+def test_a_worker_says_once_that_the_lease_alone_decides(
+    pg_url: str, tx_bouncer: Bouncer, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tether._maintenance.deathwatch import take_token
+
+    clone_for_url(pg_url)
+    store = PostgresStore(tx_bouncer.url(pg_url) + "&pooler=transaction")
+    try:
+        with caplog.at_level("INFO", logger="tether.deathwatch"):
+            assert take_token(store, "w-1", check_every=0.25, lease_ttl=60) is False
+        (line,) = [r.getMessage() for r in caplog.records if "death detection" in r.getMessage()]
+        assert "direct=" in line and "lease_ttl=60s" in line
+    finally:
+        store.close()
