@@ -5,6 +5,8 @@ Configuration comes from the environment the test gives each worker:
 * ``TETHER_URL``: the test's isolated store;
 * ``TETHER_TEST_DIR``: where the records below go (one file per worker pid, JSON lines);
 * ``TETHER_TEST_LEASE_TTL`` (default 2.0) and ``TETHER_TEST_SHUTDOWN_TIMEOUT`` (default 10);
+* ``TETHER_TEST_DEATH_CHECK_INTERVAL`` (default 0.25; 0: no death detection, the lease
+  alone decides, for the tests of the lease path);
 * ``TETHER_TEST_REAPER_INTERVAL`` (default 5; 0: no reaper in workers) and
   ``TETHER_TEST_RETENTION_FAILED`` (default 7 days), for the maintenance tests.
 
@@ -46,6 +48,7 @@ app = tether.App(
     shutdown_timeout=float(os.environ.get("TETHER_TEST_SHUTDOWN_TIMEOUT", "10")),
     poll_interval=0.2,
     reaper_interval=float(os.environ.get("TETHER_TEST_REAPER_INTERVAL", "5")),
+    death_check_interval=float(os.environ.get("TETHER_TEST_DEATH_CHECK_INTERVAL", "0.25")),
     retention_failed=float(os.environ.get("TETHER_TEST_RETENTION_FAILED", str(7 * 86400))),
 )
 

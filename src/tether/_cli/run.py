@@ -16,6 +16,7 @@ from tether._config import make_settings
 from tether._errors import AuthError, ConfigError
 from tether._events import Events
 from tether._logs import configure, worker_banner
+from tether._maintenance.deathwatch import take_token
 from tether._maintenance.maintainer import Maintainer
 from tether._worker.shutdown import Shutdown
 from tether._worker.startup import open_when_up
@@ -130,12 +131,18 @@ def maintenance_setup(args: argparse.Namespace) -> tuple[Runtime | None, Setting
 
 
 def new_maintainer(store: Store, settings: Settings, runtime: Runtime | None,
-                   kind: str) -> Maintainer:
+                   kind: str) -> tuple[Maintainer, bool]:
     """A maintainer joining the workers' elections, named ``KIND:host:pid:id``; with the app,
-    its events and periodic schedules too."""
+    its events and periodic schedules too. Also takes the process's liveness token (issue
+    #22) under that name, so that when this process dies its leadership passes at once: the
+    caller releases it (``store.release_liveness(maintainer.holder)``) when the second item
+    is True, after stopping the maintainer."""
     holder = f"{kind}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-    return Maintainer(store, holder, settings, runtime.events if runtime else Events(),
-                      schedules=runtime.registry.schedules() if runtime else ())
+    token = take_token(store, holder, check_every=settings.death_check_interval,
+                       lease_ttl=settings.lease_ttl)
+    maintainer = Maintainer(store, holder, settings, runtime.events if runtime else Events(),
+                            schedules=runtime.registry.schedules() if runtime else ())
+    return maintainer, token
 
 
 def cmd_reaper(args: argparse.Namespace) -> int:
@@ -161,7 +168,7 @@ def cmd_reaper(args: argparse.Namespace) -> int:
     if store is None:
         restore()
         return 0
-    maintainer = new_maintainer(store, settings, runtime, "reaper")
+    maintainer, token = new_maintainer(store, settings, runtime, "reaper")
     maintainer.start()
     log.info("reaper %s started (election %s)", maintainer.holder,
              "on" if settings.election else "off")
@@ -171,5 +178,7 @@ def cmd_reaper(args: argparse.Namespace) -> int:
     finally:
         maintainer.stop()  # joins the loop, which releases leadership while the store is open
         restore()
+        if token:
+            store.release_liveness(maintainer.holder)
         store.close()
     return 0 if shutdown.stopping else 1

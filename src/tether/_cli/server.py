@@ -126,9 +126,9 @@ def cmd_server(args: argparse.Namespace) -> int:
             bound = server.start()
         except (RuntimeError, OSError) as exc:  # grpc: "Failed to bind to address ..."
             raise ConfigError(f"cannot listen on {args.listen}: {exc}") from None
-        maintainer = None
+        maintainer, token = None, False
         if not args.no_maintenance:
-            maintainer = new_maintainer(store, settings, runtime, "server")
+            maintainer, token = new_maintainer(store, settings, runtime, "server")
             maintainer.start()
         shown_host = f"[{host}]" if ":" in host else host
         fields: dict[str, Any] = {
@@ -158,6 +158,8 @@ def cmd_server(args: argparse.Namespace) -> int:
             server.stop(STOP_GRACE)
             if maintainer is not None:
                 maintainer.stop()  # releases leadership while the store is still open
+                if token:
+                    store.release_liveness(maintainer.holder)
         return 0 if shutdown.stopping else 1
     finally:
         restore_hup()

@@ -35,6 +35,7 @@ from tether import _clock as clock
 from tether._context import JobContext
 from tether._errors import ShuttingDown, StoreGone
 from tether._flow import parse_queues, slots_for
+from tether._maintenance.deathwatch import take_token
 from tether._maintenance.maintainer import Maintainer
 from tether._worker.completer import Completer
 from tether._worker.connections import open_stores
@@ -137,6 +138,7 @@ class Worker:
         self._unknown_warned: set[str] = set()  # task names warned about (once per name)
         self._exit_by = float("inf")  # forced stop: the monotonic time to be gone by
         self._opened = False
+        self._token = False  # holds a liveness token (issue #22)
         self._open_lock = threading.Lock()
         self.deadlines = Deadlines(self._fatal)
         self.timeouts = Timeouts(self.deadlines, self.registry, self._settle)
@@ -228,6 +230,11 @@ class Worker:
             if not self.wait_for_store(install_signals=False):
                 return 0  # stopped before the store was reached: nothing was claimed
             self.pool.start()  # a process pool's children have imported the app before a claim
+            # The liveness token (issue #22) before the first claim and election: from now on
+            # this process's death is seen within death_check_interval, not at lease expiry.
+            self._token = take_token(self.store, self.id,
+                                     check_every=self.settings.death_check_interval,
+                                     lease_ttl=self.settings.lease_ttl)
             self.store.register_worker(WorkerInfo(
                 self.id, socket.gethostname(), os.getpid(), tuple(self.queues), self.concurrency))
             log.debug("worker %s registered (pool=%s, lease_ttl=%ss)", self.id, self.pool.kind,
@@ -296,6 +303,9 @@ class Worker:
         self.deadlines.stop()
         self.pool.stop()
         self._bounded(lambda: self.store.unregister_worker(self.id), "unregister the worker")
+        if self._token:  # last: its jobs are handed back; from now on it counts as dead
+            self._bounded(lambda: self.store.release_liveness(self.id),
+                          "release the liveness token")
         for s in (self._hb_store, self._maint_store):
             if s is not None:
                 self._bounded(s.close, "close a store connection")

@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from tether.stores._records import (
     CancelResult,
     Capabilities,
+    DeadOwners,
     FlowLimit,
     HeartbeatResult,
     JobFilter,
@@ -38,7 +39,10 @@ from tether.stores._records import (
     WorkerInfo,
 )
 
-__all__ = ["Admin", "AsyncProducer", "Basics", "Leases", "Lifecycle", "Maintenance", "Producer"]
+__all__ = [
+    "Admin", "AsyncProducer", "Basics", "Leases", "Lifecycle", "Liveness", "Maintenance",
+    "Producer",
+]
 
 
 @runtime_checkable
@@ -346,6 +350,71 @@ class Maintenance(Basics, Protocol):
 
     def schedules(self) -> list[ScheduleState]:
         """Every schedule the store has a tick for, sorted by name."""
+        ...
+
+
+@runtime_checkable
+class Liveness(Basics, Protocol):
+    """Death detection (issue #22): a worker process holds a *liveness token* that the
+    operating system or the store's server releases when the process dies, and not before, so
+    the maintenance leader can take a dead process's jobs back at once instead of waiting for
+    their leases (which must stay long enough to ride out a pause, a GC stall or a partition).
+
+    Rules every store keeps:
+
+    * **A token is released only by death or by** :meth:`release_liveness`: a paused
+      (SIGSTOPped) or hung process keeps it, so its jobs stay leased until the lease says
+      otherwise. What releases it is the store's own evidence (a connection the server sees
+      close, a file lock the kernel drops), never a timeout.
+    * **No token, never dead.** A worker that never took one (an older release, a worker
+      behind the remote-worker server, a store or URL that cannot hold one) is never named by
+      :meth:`dead_owners` or :meth:`dead_workers`: the lease alone decides for it.
+    * **The "no liveness" answer.** A store that cannot detect death declares
+      ``capabilities.detects_death = False`` with ``liveness_why_not``; then
+      :meth:`take_liveness` returns False and takes nothing, :meth:`dead_owners` finds
+      nothing, :meth:`dead_workers` names nobody and :meth:`reap_dead` reaps nothing. A store
+      that declares the ability may still answer False for one URL (PostgreSQL through a
+      transaction pooler without a ``direct=`` session connection: the capabilities of that
+      store object say so).
+    * **The reap of a dead owner is the stall path**: :meth:`reap_dead` is
+      :meth:`Maintenance.reap_expired` with the jobs selected by owner instead of by expiry:
+      the same stall rule, error record (:data:`~tether.stores._records.REAPED_ERROR`, reason
+      ``stalled``), wake-ups, ``P:done``/NOTIFY announcements, fences and invariant 6, in one
+      set-based write; only jobs still ``running`` under that owner are touched, so a job the
+      owner finished, or that someone else re-claimed, is left alone.
+    """
+
+    def take_liveness(self, worker_id: str) -> bool:
+        """Take this process's liveness token for ``worker_id`` (fresh per process start), held
+        until :meth:`release_liveness` or the process dies. True when taken (again: a repeat
+        is a no-op); False when this store cannot detect death (the "no liveness" answer:
+        ``capabilities.liveness_why_not`` says why). Take it before the first claim."""
+        ...
+
+    def release_liveness(self, worker_id: str) -> None:
+        """Give the token up as the process's death would: from now on ``worker_id`` counts as
+        dead, and any job it still holds is reaped at the next check. A worker calls it last,
+        after it handed its jobs back. A no-op for a token this process does not hold."""
+        ...
+
+    def dead_owners(self, elections: Sequence[str] = ()) -> DeadOwners:
+        """One cheap check (one query, one command, or a lock probe per token): the workers
+        whose token is released that may hold running jobs, and the current leases of
+        ``elections`` whose holder's token is released (see :class:`DeadOwners`)."""
+        ...
+
+    def dead_workers(self, worker_ids: Sequence[str]) -> frozenset[str]:
+        """Which of ``worker_ids`` are provably dead (took a token that is now released):
+        what ``tether stats`` and the dashboard show."""
+        ...
+
+    def reap_dead(
+        self, owners: Sequence[str], *, now: float | None = None, limit: int = 1000
+    ) -> list[Reaped]:
+        """Take back at most ``limit`` running jobs whose ``locked_by`` is one of ``owners``
+        (which the caller found dead with :meth:`dead_owners`), by the stall rule, exactly as
+        :meth:`Maintenance.reap_expired` does for expired leases. An owner all of whose jobs
+        this call took back may be left out of later :meth:`dead_owners` answers."""
         ...
 
 

@@ -74,6 +74,9 @@ class Shared:
         self.requests: dict[tuple[str, str], tuple[list[int], float]] = {}
         self.leaders: dict[str, tuple[str | None, int, float]] = {}
         self.workers: dict[str, WorkerInfo] = {}
+        #: Liveness tokens (issue #22): worker id -> "live", "dead" (released) or "reaped"
+        #: (dead, and its jobs were all taken back).
+        self.tokens: dict[str, str] = {}
         self.paused: dict[str, float] = {}
         #: worker id -> a signal came since its last ``wait_for_signal`` (issue #22); only
         #: workers that wait for signals are keys.

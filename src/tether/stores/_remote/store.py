@@ -31,6 +31,7 @@ from tether.stores._contract import (
     AsyncProducer,
     CancelResult,
     Capabilities,
+    DeadOwners,
     FlowLimit,
     HeartbeatResult,
     JobFilter,
@@ -63,6 +64,10 @@ MAX_WAIT = 30.0
 #: How often a wait probes an unreachable server for its return.
 PROBE = 0.1
 WHY_NOT = "through tether://, transactions stay on the server's side"
+#: Why a remote worker has no liveness token (issue #22): the server cannot tell a dead
+#: process from a cut stream (seed 003), so the lease alone decides for it.
+LIVENESS_WHY_NOT = ("through tether://, a dropped connection is not a death (the server "
+                    "cannot tell a dead process from a cut stream): the lease alone decides")
 _EMPTY = pb.Empty()
 
 
@@ -70,7 +75,8 @@ class RemoteStore:
     """A store reached through ``tether://HOST:PORT`` (``tethers://`` for TLS)."""
 
     kind = "tether"
-    capabilities = Capabilities(False, False, WHY_NOT)
+    capabilities = Capabilities(False, False, WHY_NOT, detects_death=False,
+                                liveness_why_not=LIVENESS_WHY_NOT)
 
     def __init__(self, url: str, *, deadline: float | None = None) -> None:
         self.url = url
@@ -305,6 +311,23 @@ class RemoteStore:
     def schedules(self) -> list[ScheduleState]:
         reply = self._call("Schedules", _EMPTY, pb.SchedulesReply)
         return [codec.schedule_of(s) for s in reply.schedules]
+
+    # -- Liveness: the "no liveness" answer of the contract, answered here without a call --
+    def take_liveness(self, worker_id: str) -> bool:
+        return False
+
+    def release_liveness(self, worker_id: str) -> None:
+        return None
+
+    def dead_owners(self, elections: Sequence[str] = ()) -> DeadOwners:
+        return DeadOwners()
+
+    def dead_workers(self, worker_ids: Sequence[str]) -> frozenset[str]:
+        return frozenset()
+
+    def reap_dead(self, owners: Sequence[str], *, now: float | None = None,
+                  limit: int = 1000) -> list[Reaped]:
+        return []
 
     # -- Admin ------------------------------------------------------------------------------
     def list_jobs(self, *, status: JobStatus | None = None, queue: str | None = None,
