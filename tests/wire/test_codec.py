@@ -108,6 +108,14 @@ def test_round_trip(record: object, encode: Callable[[Any], Any],
         assert type(getattr(back, f.name)) is type(getattr(record, f.name)), f.name
 
 
+#: Records that never cross the wire, and why: a new one must be added here on purpose.
+OFF_THE_WIRE = {
+    # The Liveness role (issue #22): a remote store answers it locally with "no liveness"
+    # (a cut stream is not a death), so no RPC carries its check's result.
+    "DeadOwners",
+}
+
+
 def test_every_record_has_a_case() -> None:
     """A record added to the contract without a codec case fails here."""
     from tether.stores import _records
@@ -115,7 +123,7 @@ def test_every_record_has_a_case() -> None:
     records = {name for name, obj in vars(_records).items()
                if isinstance(obj, type) and hasattr(obj, "__dataclass_fields__")}
     covered = {type(c[0]).__name__ for c in CASES}
-    assert records - covered == set()
+    assert records - covered == OFF_THE_WIRE
 
 
 def test_the_round_trip_check_can_fail() -> None:
