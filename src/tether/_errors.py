@@ -4,6 +4,8 @@ The tree::
 
     TetherError
     ├── ConfigError            a setting or URL is wrong; the message says what to change
+    │   └── AuthError          a tether server refused the token (unknown, or not allowed
+    │                          to call that method)
     ├── JobNotFound            no job has that id
     ├── StoreError             the store failed
     │   ├── StoreUnavailable   transient: connection refused/dropped, locked; safe to retry
@@ -43,6 +45,18 @@ class TetherError(Exception):
 
 class ConfigError(TetherError, ValueError):
     """A setting, option or URL is invalid."""
+
+
+class AuthError(ConfigError):
+    """A tether server refused the caller's token: ``code`` is ``"unauthenticated"`` (no
+    token, or one the server does not know) or ``"permission_denied"`` (the token's role may
+    not call that method). A configuration error, not an outage: retrying with the same token
+    cannot help, so nothing retries it. The message names the token by its fingerprint only.
+    """
+
+    def __init__(self, message: str, *, code: str = "unauthenticated") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class JobNotFound(TetherError, LookupError):

@@ -22,7 +22,10 @@ from tether._worker.startup import open_when_up
 from tether.stores._urls import redact
 
 if TYPE_CHECKING:
+    from tether._config import Settings
+    from tether._runtime import Runtime
     from tether._worker.worker import Worker
+    from tether.stores._contract import Store
 
 log = logging.getLogger("tether.cli")
 
@@ -105,30 +108,46 @@ def run_burst_cli(worker: Worker, strict: bool) -> int:
     return 0
 
 
+def maintenance_setup(args: argparse.Namespace) -> tuple[Runtime | None, Settings, str]:
+    """(the app's runtime or None, the maintenance settings, the store URL) for a command
+    that runs the reaper/pruner (``tether reaper``, ``tether server``): the app's settings
+    and URL when it is given (``--url`` still wins), else the defaults and ``$TETHER_URL``."""
+    from tether._cli.common import store_url
+
+    spec = args.target_app or getattr(args, "app", None) or os.environ.get("TETHER_APP")
+    lease_ttl = getattr(args, "lease_ttl", None)
+    if spec:
+        if lease_ttl is not None:
+            raise ConfigError("--lease-ttl is for running without an app; the app's settings "
+                              "give lease_ttl")
+        runtime = load_app(spec).runtime
+        url = args.url or (store_url() if runtime.implicit_url else runtime.url)
+        return runtime, runtime.settings, url
+    settings = make_settings(**({} if lease_ttl is None else {"lease_ttl": lease_ttl}))
+    return None, settings, args.url or store_url()
+
+
+def new_maintainer(store: Store, settings: Settings, runtime: Runtime | None,
+                   kind: str) -> Maintainer:
+    """A maintainer joining the workers' elections, named ``KIND:host:pid:id``; with the app,
+    its events and periodic schedules too."""
+    holder = f"{kind}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    return Maintainer(store, holder, settings, runtime.events if runtime else Events(),
+                      schedules=runtime.registry.schedules() if runtime else ())
+
+
 def cmd_reaper(args: argparse.Namespace) -> int:
     """A standalone maintainer with the app's settings; joins the same elections as the
     workers' maintainers, and always reaps (even when the app disables reaping in workers
     with ``reaper_interval=0``: that is what this process is for)."""
-    from tether._cli.common import connect, store_url
+    from tether._cli.common import connect
 
-    spec = args.target_app or getattr(args, "app", None) or os.environ.get("TETHER_APP")
-    runtime = None
-    if spec:
-        if args.lease_ttl is not None:
-            raise ConfigError("--lease-ttl is for running without an app; the app's settings "
-                              "give lease_ttl")
-        runtime = load_app(spec).runtime
-        settings = runtime.settings
-        url = args.url or (store_url() if runtime.implicit_url else runtime.url)
-    else:
-        settings = make_settings(**({} if args.lease_ttl is None else
-                                    {"lease_ttl": args.lease_ttl}))
-        url = args.url or store_url()
+    runtime, settings, url = maintenance_setup(args)
+    if runtime is None:
         log.warning("no MODULE:APP given: running with the default settings (retention, "
                     "stall_grace, leader timing); give the app so they match the workers'")
     if args.no_election:
         settings = replace(settings, election=False)
-    holder = f"reaper:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
     shutdown = Shutdown(draining="stopping the reaper")
     restore = shutdown.install()
     try:
@@ -140,10 +159,10 @@ def cmd_reaper(args: argparse.Namespace) -> int:
     if store is None:
         restore()
         return 0
-    maintainer = Maintainer(store, holder, settings, runtime.events if runtime else Events(),
-                            schedules=runtime.registry.schedules() if runtime else ())
+    maintainer = new_maintainer(store, settings, runtime, "reaper")
     maintainer.start()
-    log.info("reaper %s started (election %s)", holder, "on" if settings.election else "off")
+    log.info("reaper %s started (election %s)", maintainer.holder,
+             "on" if settings.election else "off")
     try:
         while not shutdown.stopping and maintainer.alive:
             shutdown.changed.wait(0.5)

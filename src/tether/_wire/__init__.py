@@ -1,0 +1,1 @@
+"""The wire protocol tether clients and ``tether server`` share (issue #21)."""

@@ -1,0 +1,1 @@
+"""The remote store: a ``tether server`` used as a store (``tether://``, ``tethers://``)."""
