@@ -48,11 +48,9 @@ class ConfigError(TetherError, ValueError):
 
 
 class AuthError(ConfigError):
-    """A tether server refused the caller's token: ``code`` is ``"unauthenticated"`` (no
-    token, or one the server does not know) or ``"permission_denied"`` (the token's role may
-    not call that method). A configuration error, not an outage: retrying with the same token
-    cannot help, so nothing retries it. The message names the token by its fingerprint only.
-    """
+    """A tether server refused the caller's token (``code`` ``"unauthenticated"``: unknown or
+    missing) or the call for its role (``"permission_denied"``). The message names the token
+    by fingerprint only. Not retried: a wrong token stays wrong."""
 
     def __init__(self, message: str, *, code: str = "unauthenticated") -> None:
         super().__init__(message)

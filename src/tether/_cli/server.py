@@ -93,6 +93,12 @@ def cmd_server(args: argparse.Namespace) -> int:
     tls = ServerTLS(args.tls_cert, args.tls_key) if args.tls_cert else None
     if tls is not None:
         tls.load()  # a bad file is one line now, not a handshake failure on every client
+    runtime, settings, url = maintenance_setup(args)
+    if url.lower().startswith(("tether://", "tethers://")):
+        raise ConfigError(f"the store URL {redact(url)} is a tether server's: tether server "
+                          "serves a store (sqlite://, postgresql://, redis://); give it --url "
+                          "or the app")
+    migrate = not args.no_migrate and (runtime is None or runtime.auto_migrate)
     try:
         import importlib
 
@@ -101,14 +107,6 @@ def cmd_server(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise ConfigError(f"tether server needs the server extra: pip install "
                           f"'tether[server]' ({exc})") from None
-    runtime, settings, url = maintenance_setup(args)
-    if url.lower().startswith(("tether://", "tethers://")):
-        raise ConfigError(f"the store URL {redact(url)} is a tether server's: tether server "
-                          "serves a store (sqlite://, postgresql://, redis://); give it --url "
-                          "or the app")
-    migrate = runtime.auto_migrate if runtime is not None else not args.no_migrate
-    if args.no_migrate:
-        migrate = False
 
     authorizer = Authorizer(tokens)
     shutdown = Shutdown(draining="stopping the server")
@@ -123,7 +121,10 @@ def cmd_server(args: argparse.Namespace) -> int:
             return 0
         server = TetherServer(store, listen=f"[{host}]:{port}" if ":" in host else
                               f"{host}:{port}", authorizer=authorizer, tls=tls)
-        bound = server.start()
+        try:
+            bound = server.start()
+        except (RuntimeError, OSError) as exc:  # grpc: "Failed to bind to address ..."
+            raise ConfigError(f"cannot listen on {args.listen}: {exc}") from None
         maintainer = None
         if not args.no_maintenance:
             maintainer = new_maintainer(store, settings, runtime, "server")

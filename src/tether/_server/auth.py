@@ -173,16 +173,18 @@ class Authorizer:
             return Role.ADMIN
         name = method_name(method)
         role = tokens.role_of(token)
+        # The messages read on after "the tether server at HOST:PORT " (the client adds it):
+        # "the tether server at h:7400 refused token sha256:1a2b3c4d: unknown token".
         if role is None:
             if not token:
-                raise AuthError(f"no token given for {name} (the server needs one: "
-                                "tether://TOKEN@HOST:PORT or $TETHER_TOKEN)",
+                raise AuthError(f"refused a call to {name} without a token (give one: "
+                                "tether://TOKEN@HOST:PORT, or $TETHER_TOKEN)",
                                 code="unauthenticated")
-            raise AuthError(f"token {fingerprint(token)} refused: unknown token",
+            raise AuthError(f"refused token {fingerprint(token)}: unknown token",
                             code="unauthenticated")
         allowed = roles.ADMIN if role is Role.ADMIN else roles.WORKER
         if name not in allowed:
-            raise AuthError(f"token {fingerprint(token or '')} ({role.value}) may not call "
+            raise AuthError(f"refused token {fingerprint(token or '')} ({role.value}) for "
                             f"{name}: that needs an admin token", code="permission_denied")
         return role
 
