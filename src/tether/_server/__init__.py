@@ -1,5 +1,6 @@
-"""``tether server``: the store served to remote workers and producers (issue #21).
+"""``tether server`` (issue #21): a store served over gRPC to remote workers and producers.
 
-An operations layer: it uses the public API and the store contract (``tether.stores``) only,
-never a store's private modules, and keeps no state of its own that a restart would lose.
+An operations layer: it uses only the public API and the store contract
+(:mod:`tether.stores`), never a store's private modules, and keeps no state a restart would
+lose (leases live in the store; a dropped connection is not a dead worker).
 """

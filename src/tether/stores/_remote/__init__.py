@@ -1,1 +1,4 @@
-"""The remote store: a ``tether server`` used as a store (``tether://``, ``tethers://``)."""
+"""The ``tether://`` store: the store contract spoken to a ``tether server`` over gRPC
+(issue #21). ``url`` parses the URL, ``channel`` makes the calls (failover, deadlines, error
+mapping), ``store`` is the contract's methods.
+"""

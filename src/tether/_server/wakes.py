@@ -1,0 +1,109 @@
+"""The wake hub: long-poll calls wait on the event loop, one store waiter per key.
+
+Invariant: however many clients wait, the server runs at most one blocking store wait per
+distinct key (a queue set for ``wait_for_jobs``, a job-id set for ``wait_for_finish``), on a
+thread of its own, and no waiting call holds a thread or a store connection: each is a future
+on the server's event loop. When the store waiter is woken, every call waiting on its key at
+that moment is woken (spurious wake-ups are allowed by the contract; a missed one only costs
+latency, as callers poll on timeout). A key's waiter stops within one slice of its last call
+leaving. ``close`` ends every wait at once (a stopping server answers its long polls).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Hashable
+
+__all__ = ["SLICE", "WakeHub"]
+
+log = logging.getLogger("tether.server")
+
+#: Longest blocking store wait a key's waiter makes before it looks whether calls remain.
+SLICE = 1.0
+
+
+class _Group:
+    """The calls waiting on one key, and its store waiter thread."""
+
+    def __init__(self) -> None:
+        self.futures: set[asyncio.Future[bool]] = set()
+        self.thread: threading.Thread | None = None
+
+
+class WakeHub:
+    def __init__(self, loop: asyncio.AbstractEventLoop, *, slice_: float = SLICE) -> None:
+        self._loop = loop
+        self._slice = slice_
+        self._lock = threading.Lock()
+        self._groups: dict[Hashable, _Group] = {}
+        self._closed = False
+
+    @property
+    def waiters(self) -> int:
+        """Store waiter threads running now (what the hub promises to keep small)."""
+        with self._lock:
+            return sum(1 for g in self._groups.values() if g.thread is not None)
+
+    async def wait(self, key: Hashable, store_wait: Callable[[float], bool],
+                   timeout: float) -> bool:
+        """Wait up to ``timeout`` s for ``store_wait`` (a blocking store wait taking its
+        timeout) on ``key``'s shared waiter to be woken. True when woken early."""
+        if self._closed or timeout <= 0:
+            return False
+        future: asyncio.Future[bool] = self._loop.create_future()
+        with self._lock:
+            group = self._groups.setdefault(key, _Group())
+            group.futures.add(future)
+            if group.thread is None:
+                group.thread = threading.Thread(
+                    target=self._run, args=(key, group, store_wait), daemon=True,
+                    name="tether-wake")
+                group.thread.start()
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout)
+        except TimeoutError:
+            return False
+        finally:
+            with self._lock:
+                group.futures.discard(future)
+
+    def close(self) -> None:
+        """End every wait now (they return False) and refuse new ones."""
+        self._closed = True
+        with self._lock:
+            futures = [f for g in self._groups.values() for f in g.futures]
+        for future in futures:
+            self._loop.call_soon_threadsafe(_resolve, future, False)
+
+    def _run(self, key: Hashable, group: _Group, store_wait: Callable[[float], bool]) -> None:
+        while not self._closed:
+            with self._lock:
+                if not group.futures:
+                    group.thread = None
+                    if self._groups.get(key) is group:
+                        del self._groups[key]
+                    return
+            try:
+                woken = store_wait(self._slice)
+            except Exception as exc:  # the store is down: calls time out and poll again
+                log.debug("a wake-up wait failed (%s); waiting calls poll", exc)
+                woken = False
+                threading.Event().wait(self._slice)
+            if woken:
+                with self._lock:
+                    futures = list(group.futures)
+                for future in futures:
+                    with contextlib.suppress(RuntimeError):  # the loop is gone
+                        self._loop.call_soon_threadsafe(_resolve, future, True)
+        with self._lock:
+            group.thread = None
+            if self._groups.get(key) is group:
+                del self._groups[key]
+
+
+def _resolve(future: asyncio.Future[bool], value: bool) -> None:
+    if not future.done():
+        future.set_result(value)

@@ -1,0 +1,159 @@
+"""Calls to a tether server: one channel per host, failover, deadlines, errors mapped.
+
+Invariants:
+
+* A call either returns the server's reply or raises one of the contract's errors: the
+  server's own (named in the trailing metadata, re-raised as the same type) or, for any
+  transport failure (refused, reset, deadline), :class:`StoreUnavailable`.
+* A transport failure is retried with the *same request bytes* (so an enqueue's or a claim's
+  request id goes with them) on the next host, each host at most twice, before it surfaces.
+  Every method of the contract is safe to send twice (fenced, idempotent, or deduplicated by
+  request id), which is what makes this retry, and failover, safe.
+* A server's named error is never retried here: the caller decides (a worker rides out
+  StoreUnavailable, stops claiming on StoreFull). An AuthError is never retried anywhere.
+* Non-waiting calls carry a deadline (the URL's ``timeout``), so a silent network cannot hang
+  a caller; long polls carry their own wait plus a margin.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf.message import Message
+
+from tether._errors import StoreUnavailable
+from tether._wire.errors import ERROR_KEY, JOB_ID_KEY, error_of
+from tether.stores._remote.url import RemoteURL
+
+__all__ = ["Channels", "channel_options"]
+
+M = TypeVar("M", bound=Message)
+
+SERVICE = "/tether.v1.Store/"
+#: Pause between two tries after a transport failure (a reconnect needs a moment).
+RETRY_PAUSE = 0.05
+#: Margin added to a long poll's deadline beyond its wait.
+WAIT_MARGIN = 10.0
+
+
+def channel_options(max_message_bytes: int = 16 << 20) -> list[tuple[str, Any]]:
+    """Fast reconnects (a restarted server is found within a second, not gRPC's default of
+    up to two minutes), keepalive pings that notice a dead connection, the size limit."""
+    return [
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 1000),
+        ("grpc.keepalive_time_ms", 10_000),
+        ("grpc.keepalive_timeout_ms", 5_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.enable_retries", 0),
+    ]
+
+
+def _serialize(message: Message) -> bytes:
+    data: bytes = message.SerializeToString()
+    return data
+
+
+def _credentials(url: RemoteURL) -> grpc.ChannelCredentials:
+    root = None
+    if url.ca_file:
+        with open(url.ca_file, "rb") as handle:
+            root = handle.read()
+    return grpc.ssl_channel_credentials(root_certificates=root)
+
+
+class Channels:
+    """The channels to a server's hosts, and the one place calls are made."""
+
+    def __init__(self, url: RemoteURL) -> None:
+        self.url = url
+        self._lock = threading.Lock()
+        self._channels: list[grpc.Channel | None] = [None] * len(url.hosts)
+        self._calls: dict[tuple[int, str], Callable[..., Any]] = {}
+        self._current = 0
+        self._closed = False
+        self.metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"bearer {url.token}"),) if url.token else ())
+
+    def _callable(self, index: int, rpc: str, reply: type[Message]) -> Callable[..., Any]:
+        key = (index, rpc)
+        found = self._calls.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            if self._closed:
+                raise StoreUnavailable("the tether:// store is closed")
+            channel = self._channels[index]
+            if channel is None:
+                host, port = self.url.hosts[index]
+                target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+                channel = (grpc.secure_channel(target, _credentials(self.url),
+                                               channel_options())
+                           if self.url.tls else
+                           grpc.insecure_channel(target, channel_options()))
+                self._channels[index] = channel
+            made = channel.unary_unary(SERVICE + rpc, request_serializer=_serialize,
+                                       response_deserializer=reply.FromString)
+            self._calls[key] = made
+            return made
+
+    def call(self, rpc: str, request: Message, reply: type[M], *,
+             wait: float | None = None) -> M:
+        """``rpc`` with ``request``; ``wait``: the long poll's own wait (seconds)."""
+        timeout = self.url.timeout if wait is None else wait + WAIT_MARGIN
+        hosts = len(self.url.hosts)
+        tries = max(2, 2 * hosts)
+        for attempt in range(tries):
+            index = (self._current + attempt) % hosts
+            fn = self._callable(index, rpc, reply)
+            try:
+                result: M = fn(request, timeout=timeout, metadata=self.metadata)
+            except grpc.RpcError as err:
+                failure = self._failure(err)
+                if failure is not None:
+                    raise failure from None
+                if attempt + 1 == tries:
+                    raise StoreUnavailable(self._describe(err)) from None
+                if hosts == 1:
+                    time.sleep(RETRY_PAUSE)
+                continue
+            if attempt:
+                self._current = index  # stay on the host that answered
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _failure(self, err: grpc.RpcError) -> Exception | None:
+        """The error to raise at once, or None for a transport failure worth a retry."""
+        code: grpc.StatusCode | None = err.code() if isinstance(err, grpc.Call) else None
+        trailing: dict[str, Any] = (dict(err.trailing_metadata() or ())
+                                    if isinstance(err, grpc.Call) else {})
+        name = trailing.get(ERROR_KEY)
+        details = (err.details() if isinstance(err, grpc.Call) else None) or str(err)
+        if name is None and code in (grpc.StatusCode.UNAVAILABLE, None):
+            return None
+        if name is None and code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return StoreUnavailable(self._describe(err))
+        job_id = trailing.get(JOB_ID_KEY)
+        return error_of(code, name if isinstance(name, str) else None, details,
+                        job_id if isinstance(job_id, str) else None)
+
+    def _describe(self, err: grpc.RpcError) -> str:
+        hosts = ",".join(f"{h}:{p}" for h, p in self.url.hosts)
+        details = err.details() if isinstance(err, grpc.Call) else str(err)
+        return f"the tether server at {hosts} is unreachable: {details}"
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            channels, self._channels = self._channels, [None] * len(self.url.hosts)
+            self._calls.clear()
+        for channel in channels:
+            if channel is not None:
+                channel.close()
