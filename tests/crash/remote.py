@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.crash.harness import REPO, wait_for
+from tests.crash.harness import APP, REPO, wait_for
 from tether.stores import Store, open_store
 
 
@@ -59,8 +59,10 @@ class Server:
     """One ``tether server`` subprocess in front of ``store_url``, restartable on its port."""
 
     def __init__(self, store_url: str, folder: Path, tokens: Tokens, name: str,
-                 *extra: str) -> None:
+                 *extra: str, app: str | None = APP, lease_ttl: float = 2.0) -> None:
         self.store_url = store_url
+        self.app = app
+        self.lease_ttl = lease_ttl
         self.folder = folder
         self.tokens = tokens
         self.name = name
@@ -81,14 +83,21 @@ class Server:
     def start(self) -> Server:
         assert self.proc is None or self.proc.poll() is not None, f"{self} is running"
         self.starts += 1
-        env = {**os.environ, "TETHER_LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1"}
+        # The server's maintenance runs with the workers' app and settings (``tether server
+        # MODULE:APP``): with the defaults it would lead the reaper's election with a 30 s
+        # lease's timing and reap the 2 s leases of the test's workers late (it logs that).
+        env = {**os.environ, "TETHER_LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1",
+               "TETHER_TEST_DIR": str(self.folder / f"server-{self.name}"),
+               "TETHER_TEST_LEASE_TTL": str(self.lease_ttl)}
+        (self.folder / f"server-{self.name}").mkdir(parents=True, exist_ok=True)
         env.pop("TETHER_URL", None)
         env.pop("TETHER_TOKEN", None)
         with open(self.log, "ab") as out:
             out.write(f"--- start {self.starts} at {time.time():.3f}\n".encode())
             out.flush()
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tether._cli.main", "server", "--url", self.store_url,
+                [sys.executable, "-m", "tether._cli.main", "server",
+                 *([self.app] if self.app else []), "--url", self.store_url,
                  "--listen", f"127.0.0.1:{self.port}", "--token-file", str(self.tokens.path),
                  *self.extra],
                 cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -54,14 +54,16 @@ def tokens(tmp_path: Path) -> Tokens:
 @pytest.fixture
 def make_server(request: pytest.FixtureRequest, store_url: str, store: Store, tokens: Tokens,
                 tmp_path: Path, crash_clusters: list[Cluster]) -> Iterator[MakeServer]:
-    """``make_server(*extra_args)``: a started ``tether server`` in front of the test's
-    (migrated) store. At teardown the workers die first, then the servers, then (the
-    store_url fixture) the store."""
+    """``make_server(*extra_args, lease_ttl=2.0)``: a started ``tether server
+    tests.crash.apps:app`` in front of the test's (migrated) store, its maintenance on the
+    workers' settings (``lease_ttl`` must be the cluster's). At teardown the workers die
+    first, then the servers, then (the store_url fixture) the store."""
     servers: list[Server] = []
     request.node.crash_servers = servers
 
-    def _make(*extra: str) -> Server:
-        server = Server(store_url, tmp_path, tokens, f"s{len(servers)}", *extra).start()
+    def _make(*extra: str, lease_ttl: float = 2.0) -> Server:
+        server = Server(store_url, tmp_path, tokens, f"s{len(servers)}", *extra,
+                        lease_ttl=lease_ttl).start()
         servers.append(server)
         return server
 
@@ -256,7 +258,7 @@ def test_remote_fleet_loses_nothing_when_workers_are_killed_and_paused(
 def test_server_sigkilled_mid_drain_and_restarted_workers_ride_it_out(
     make_server: MakeServer, make_cluster: MakeCluster, store: Store
 ) -> None:
-    server = make_server()
+    server = make_server(lease_ttl=10.0)
     server.wait_ready()
     # A lease long enough that a server restart fits inside it on a loaded machine.
     cluster = make_cluster(server.url, lease_ttl=10.0)
@@ -354,7 +356,7 @@ def test_client_naming_two_servers_fails_over_when_one_is_killed(
     least once; a job running across the switch finishes on its first attempt."""
     from tests.crash.remote import remote_url
 
-    s1, s2 = make_server(), make_server()
+    s1, s2 = make_server(lease_ttl=10.0), make_server(lease_ttl=10.0)
     s1.wait_ready()
     s2.wait_ready()
     both = remote_url(tokens.worker, s1.port, s2.port)
