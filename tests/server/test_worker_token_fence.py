@@ -67,3 +67,27 @@ def test_a_worker_token_reads_jobs_without_their_lease_token(
     finally:
         for s in (victim, attacker, admin):
             s.close()
+
+
+def test_maintenance_calls_cannot_take_live_leases_or_negative_ages(
+        served: tuple[Store, int]) -> None:
+    """``reap_expired`` takes back leases that ran out ``stall_grace`` ago: a negative grace
+    would take back live ones (and, repeated, dead-letter every running job as stalled).
+    No maintainer sends one (settings refuse a negative stall_grace); the server refuses it,
+    and negative ages for prune and delete_dead_workers, as bad input."""
+    store, port = served
+    remote = open_store(f"tether://{WORKER}@127.0.0.1:{port}")
+    try:
+        [job_id] = remote.enqueue([make_new_job("t", (), {})])
+        remote.claim("live-worker", ["default"], 1, 30.0)
+        with pytest.raises(ValueError, match="stall_grace"):
+            remote.reap_expired(-3600.0)
+        with pytest.raises(ValueError, match="older_than"):
+            remote.prune("done", -1.0)
+        with pytest.raises(ValueError, match="older_than"):
+            remote.delete_dead_workers(-1.0)
+        job = store.get_job(job_id)
+        assert job is not None and (job.status, job.stall_count) == ("running", 0)
+        assert remote.reap_expired(0.0) == []  # the real call still works
+    finally:
+        remote.close()
