@@ -167,3 +167,20 @@ def test_a_port_in_use_is_one_line(tmp_path: Path) -> None:
         line = refused(tmp_path, "--listen", f"127.0.0.1:{port}", "--insecure",
                        "--no-maintenance", "--url", f"sqlite:///{tmp_path / 'served.db'}")
     assert f"cannot listen on 127.0.0.1:{port}" in line
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_start_line_redacts_the_store_password(tmp_path: Path) -> None:
+    """PostgreSQL (trust authentication ignores the password, so the server really starts)."""
+    from tests.servers import isolated_url
+
+    with isolated_url("postgres", tmp_path) as url:
+        secret_url = url.replace("postgres@", "postgres:pw-Secret-1234@", 1)
+        assert secret_url != url
+        with tether_server(tmp_path, "--no-maintenance", "--url", secret_url,
+                           "--token-file", token_file(tmp_path)) as served:
+            start = served.wait_line("tether server listening on")
+            assert "postgres:***@127.0.0.1:5432" in start, start
+            assert served.stop() == 0
+            assert "pw-Secret" not in served.text()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from tether import _limits as limits
 from tether._appspec import load_app
 from tether._config import make_settings
-from tether._errors import ConfigError
+from tether._errors import AuthError, ConfigError
 from tether._events import Events
 from tether._logs import configure, worker_banner
 from tether._maintenance.maintainer import Maintainer
@@ -94,6 +94,8 @@ def run_burst_cli(worker: Worker, strict: bool) -> int:
     from tether._worker.burst import run_burst, tally
 
     result = run_burst(worker)
+    if isinstance(worker.shutdown.fatal, AuthError):  # through tether://, a worker token
+        raise worker.shutdown.fatal
     counts = tally(worker.store, result.ran, worker.queues)
     later = counts.pop("left", 0)
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import logging
+import os
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -99,11 +100,11 @@ def cmd_server(args: argparse.Namespace) -> int:
                           "serves a store (sqlite://, postgresql://, redis://); give it --url "
                           "or the app")
     migrate = not args.no_migrate and (runtime is None or runtime.auto_migrate)
+    # gRPC's C core logs its own copy of errors we report in one line (a port in use, a
+    # client's failed TLS handshake) to stderr; GRPC_VERBOSITY=ERROR brings them back.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
-        import importlib
-
-        # CORE's module (issue #21); imported by name until both halves are on one branch.
-        TetherServer = importlib.import_module("tether._server.serve").TetherServer
+        from tether._server.serve import TetherServer
     except ImportError as exc:
         raise ConfigError(f"tether server needs the server extra: pip install "
                           f"'tether[server]' ({exc})") from None

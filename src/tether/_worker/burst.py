@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from tether import _clock as clock
 from tether import _limits as limits
+from tether._errors import AuthError
 from tether._events import Event, Events
 from tether._loop import Loop
 
@@ -229,7 +230,13 @@ class IdleWatch(Loop):
         return POLL
 
     def failed(self, exc: Exception) -> float:
-        """The store is away: the worker copes; look again shortly."""
+        """The store is away: the worker copes; look again shortly. A refused token is not
+        an outage (through ``tether://`` the idle check lists jobs, which a worker token may
+        not): looking again would never end the burst, so it ends now, as failed."""
+        if isinstance(exc, AuthError):
+            self.worker.shutdown.force(f"burst: cannot tell when it is idle: {exc}", fatal=exc)
+            self.stop(0.0)
+            return 0.0
         return POLL
 
 
