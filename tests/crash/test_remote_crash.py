@@ -390,3 +390,46 @@ def test_client_naming_two_servers_fails_over_when_one_is_killed(
     assert not any(r["event"] == "lease_lost" for r in cluster.records("events"))
     errors = json.dumps(cluster.records("events"))
     assert "rejected" not in errors
+
+
+@pytest.mark.timeout(150)
+def test_client_naming_two_servers_moves_off_a_hung_one_within_the_lease(
+    make_server: MakeServer, make_cluster: MakeCluster, store: Store, tokens: Tokens
+) -> None:
+    """A server that hangs (SIGSTOP: the connection stays open, nothing answers) is worse than
+    a dead one: no error comes back, only the call's deadline or a keepalive ends the wait.
+    A worker naming two servers, with a per-call deadline shorter than its heartbeat
+    interval, must still reach the live one before the leases it holds run out, so its
+    running job keeps its first attempt and it keeps taking work."""
+    from tests.crash.remote import remote_url
+
+    lease = 10.0
+    s1, s2 = make_server(lease_ttl=lease), make_server(lease_ttl=lease)
+    s1.wait_ready()
+    s2.wait_ready()
+    # A per-call deadline (?timeout=) below the heartbeat interval (lease / 3): a call to the
+    # hung server gives up in time for the next host to renew the leases.
+    hosts = remote_url(tokens.worker, s1.port, s2.port)
+    cluster = make_cluster(f"{hosts}?timeout=2", lease_ttl=lease)
+    worker = cluster.spawn(2)
+    cluster.wait_registered(store, worker)
+    producer = open_remote(s2)  # the test's producer talks to the server that stays up
+    try:
+        [warm] = enqueue(producer, "crash.work", 0.05, 0.05)
+        wait_for(lambda: all_in(store, [warm], "done"), 30, "a first job through s1")
+        [long] = enqueue(producer, "crash.work", 3.0 * lease, 0.05, interruptible=True)
+        wait_for(lambda: _started(cluster, worker.pid, {long}), 20, "the long job to start")
+        assert s1.proc is not None
+        s1.proc.send_signal(signal.SIGSTOP)
+        try:
+            batch = enqueue(producer, "crash.work", 0.05, 0.05, n=3)
+            wait_for(lambda: all_in(store, [long, *batch], "done"), 6 * lease,
+                     "the jobs to be done through s2 while s1 hangs")
+        finally:
+            s1.proc.send_signal(signal.SIGCONT)
+    finally:
+        producer.close()
+    done = jobs(store, [warm, long, *batch])
+    _check_ledger(done, cluster.records("runs"))
+    assert [j.attempt for j in done] == [1] * len(done), done
+    assert worker.alive()
