@@ -407,10 +407,10 @@ def test_client_naming_two_servers_moves_off_a_hung_one_within_the_lease(
     s1, s2 = make_server(lease_ttl=lease), make_server(lease_ttl=lease)
     s1.wait_ready()
     s2.wait_ready()
-    # A per-call deadline (?timeout=) below the heartbeat interval (lease / 3): a call to the
+    # A per-call deadline (?deadline=) below the heartbeat interval (lease / 3): a call to the
     # hung server gives up in time for the next host to renew the leases.
     hosts = remote_url(tokens.worker, s1.port, s2.port)
-    cluster = make_cluster(f"{hosts}?timeout=2", lease_ttl=lease)
+    cluster = make_cluster(f"{hosts}?deadline=2", lease_ttl=lease)
     worker = cluster.spawn(2)
     cluster.wait_registered(store, worker)
     producer = open_remote(s2)  # the test's producer talks to the server that stays up

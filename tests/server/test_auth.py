@@ -158,3 +158,21 @@ def test_reload_swaps_tokens_and_a_bad_file_keeps_the_old_ones(
     assert WORKER_TOKEN not in caplog.text
     assert auth.check(ADMIN_TOKEN, "purge") is Role.ADMIN  # the old snapshot still holds
     assert reloader.reloads == 2
+
+
+def test_refusals_are_logged_once_a_minute_by_fingerprint(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    auth = Authorizer(Tokens.load(write(tmp_path, f"{WORKER_TOKEN} worker\n")))
+    with caplog.at_level(logging.WARNING, logger="tether.server"):
+        for _ in range(3):
+            with pytest.raises(AuthError):
+                auth.check("a-wrong-token-of-some-length", "claim")
+        with pytest.raises(AuthError):
+            auth.check(WORKER_TOKEN, "purge")
+    refusals = [r.getMessage() for r in caplog.records]
+    assert refusals == [
+        f"refused token {fingerprint('a-wrong-token-of-some-length')}: unknown token",
+        f"refused token {fingerprint(WORKER_TOKEN)} (worker) for purge: that needs an admin "
+        "token",
+    ]
+    assert "a-wrong" not in caplog.text and WORKER_TOKEN not in caplog.text

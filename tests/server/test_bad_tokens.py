@@ -37,8 +37,9 @@ def served(tmp_path: Path) -> Iterator[Served]:
     tokens.write_text(f"{WORKER_TOKEN} worker\n{ADMIN_TOKEN} admin\n")
     tokens.chmod(0o600)
     (tmp_path / "remote_app.py").write_text(APP)
+    # DEBUG: not even the most talkative log may hold a token.
     with tether_server(tmp_path, "--url", f"sqlite:///{tmp_path / 'served.db'}",
-                       "--token-file", str(tokens)) as server:
+                       "--token-file", str(tokens), "--log-level", "DEBUG") as server:
         yield server
         assert server.stop() == 0
         text = server.text()
@@ -60,6 +61,7 @@ def test_worker_with_a_wrong_token_exits_with_one_line(tmp_path: Path, served: S
     assert f"the tether server at {served.address} refused token " \
            f"{fingerprint(WRONG_TOKEN)}: unknown token" in line, line
     assert WRONG_TOKEN not in result.stderr + result.stdout
+    served.wait_line(f"refused token {fingerprint(WRONG_TOKEN)}: unknown token")
 
 
 def test_worker_without_a_token_exits_with_one_line(tmp_path: Path, served: Served) -> None:
@@ -120,3 +122,42 @@ def test_a_worker_token_cannot_purge_but_an_admin_token_can(tmp_path: Path,
     assert "purge" in line and "admin token" in line and fingerprint(WORKER_TOKEN) in line
     result = run_cli(["purge", "default", "--url", url], tmp_path, TETHER_TOKEN=ADMIN_TOKEN)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_token_revoked_under_a_running_worker_is_ridden_out(tmp_path: Path,
+                                                              served: Served) -> None:
+    """SIGHUP drops the worker's token: its claims are refused, logged as one line (no
+    traceback), and it keeps going; the token back, it runs jobs again."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.crash.harness import wait_for
+    from tests.server.serving import clean_env
+
+    tokens = tmp_path / "tokens"
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "tether", "worker", "remote_app:app", "--url",
+             f"tether://{served.address}"], cwd=tmp_path, stdout=out,
+            stderr=subprocess.STDOUT, env=clean_env(TETHER_TOKEN=WORKER_TOKEN))
+    app = tether.App(f"tether://{ADMIN_TOKEN}@{served.address}")
+    try:
+        assert app.wait(app.enqueue("remote.add", 1, 1), timeout=60) == 2
+        tokens.write_text(f"{ADMIN_TOKEN} admin\n")
+        served.proc.send_signal(signal.SIGHUP)
+        served.wait_line("reloaded (0 worker, 1 admin)")
+        refused = f"refused token {fingerprint(WORKER_TOKEN)}: unknown token"
+        wait_for(lambda: refused in log.read_text(), 60, "the worker's refused claim")
+        assert worker.poll() is None, log.read_text()
+        assert "Traceback" not in log.read_text(), log.read_text()
+        tokens.write_text(f"{WORKER_TOKEN} worker\n{ADMIN_TOKEN} admin\n")
+        served.proc.send_signal(signal.SIGHUP)
+        served.wait_line("reloaded (1 worker, 1 admin)")
+        assert app.wait(app.enqueue("remote.add", 2, 2), timeout=60) == 4
+    finally:
+        app.close()
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=60)
+    assert WORKER_TOKEN not in log.read_text()

@@ -99,20 +99,22 @@ def test_start_line_sighup_and_sigterm(tmp_path: Path) -> None:
 REAP_APP = '''
 import tether
 
-app = tether.App(lease_ttl=2)
+app = tether.App(URL, lease_ttl=2)
 '''
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_server_for_an_app_runs_its_maintenance(tmp_path: Path) -> None:
-    """``tether server MODULE:APP``: the app's settings drive the reaper it runs."""
+    """``tether server MODULE:APP``: the app's store URL and settings (lease_ttl) drive the
+    server and the reaper it runs."""
     from tether.stores import NewJob, open_store
 
-    (tmp_path / "reap_app.py").write_text(REAP_APP)
     url = f"sqlite:///{tmp_path / 'served.db'}"
-    with tether_server(tmp_path, "reap_app:app", "--url", url, "--token-file",
+    (tmp_path / "reap_app.py").write_text(REAP_APP.replace("URL", repr(url)))
+    with tether_server(tmp_path, "reap_app:app", "--token-file",
                        token_file(tmp_path)) as served:
+        assert f"store {url};" in served.wait_line("tether server listening on")
         store = open_store(url)
         try:
             ids = store.enqueue([NewJob("t")])
@@ -184,3 +186,31 @@ def test_start_line_redacts_the_store_password(tmp_path: Path) -> None:
             assert "postgres:***@127.0.0.1:5432" in start, start
             assert served.stop() == 0
             assert "pw-Secret" not in served.text()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_second_server_on_the_same_port_is_refused(tmp_path: Path) -> None:
+    """gRPC's default SO_REUSEPORT let two servers share a port (and split the calls between
+    two stores); the second must be refused."""
+    with tether_server(tmp_path, "--insecure", "--no-maintenance", "--url",
+                       f"sqlite:///{tmp_path / 'a.db'}", name="first") as first:
+        line = refused(tmp_path, "--listen", first.address, "--insecure", "--no-maintenance",
+                       "--url", f"sqlite:///{tmp_path / 'b.db'}")
+        assert f"cannot listen on {first.address}" in line
+        assert first.stop() == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_start_line_in_json(tmp_path: Path) -> None:
+    import json
+
+    with tether_server(tmp_path, "--no-maintenance", "--log-format", "json", "--url",
+                       f"sqlite:///{tmp_path / 'served.db'}", "--token-file",
+                       token_file(tmp_path)) as served:
+        start = json.loads(served.wait_line("tether server listening on"))
+        assert start["listen"] == served.address and start["tls"] is False
+        assert start["tokens"] == {"worker": 1, "admin": 1}
+        assert "maintenance" not in start and start["store"].startswith("sqlite:///")
+        assert served.stop() == 0

@@ -19,10 +19,12 @@ import enum
 import hashlib
 import hmac
 import logging
+import math
 import os
 import re
 import stat
 import threading
+import time
 from dataclasses import dataclass
 
 from tether._errors import AuthError, ConfigError
@@ -34,6 +36,8 @@ log = logging.getLogger("tether.server")
 #: least that cannot be guessed online (``python -c "import secrets;
 #: print(secrets.token_urlsafe(32))"`` makes a good one).
 SHORT = 16
+#: Seconds between two log lines about the same refusal.
+LOG_REFUSALS_EVERY = 60.0
 #: What may travel in a gRPC metadata value: printable ASCII without spaces.
 _TOKEN = re.compile(r"^[\x21-\x7e]+$")
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
@@ -156,6 +160,7 @@ class Authorizer:
     def __init__(self, tokens: Tokens | None) -> None:
         self._tokens = tokens
         self._lock = threading.Lock()
+        self._said: dict[str, float] = {}  # refusal -> when it was last logged
 
     @property
     def tokens(self) -> Tokens | None:
@@ -167,10 +172,29 @@ class Authorizer:
 
     def check(self, token: str | None, method: str) -> Role:
         """The caller's role, or :class:`AuthError`: ``unauthenticated`` for a missing or
-        unknown token, ``permission_denied`` for a method the role may not call."""
+        unknown token, ``permission_denied`` for a method the role may not call. Each
+        refusal is logged at WARNING, at most once a minute for the same token and method
+        (a misconfigured fleet must not flood the log)."""
         tokens = self._tokens
         if tokens is None:
             return Role.ADMIN
+        try:
+            return self._check(tokens, token, method)
+        except AuthError as exc:
+            self._log(str(exc))
+            raise
+
+    def _log(self, refusal: str) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._said.get(refusal, -math.inf) < LOG_REFUSALS_EVERY:
+                return
+            if len(self._said) >= 1000:
+                self._said.clear()
+            self._said[refusal] = now
+        log.warning("%s", refusal)
+
+    def _check(self, tokens: Tokens, token: str | None, method: str) -> Role:
         name = method_name(method)
         role = tokens.role_of(token)
         # The messages read on after "the tether server at HOST:PORT " (the client adds it):

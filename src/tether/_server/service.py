@@ -33,7 +33,7 @@ from google.protobuf.message import DecodeError, Message
 from tether._errors import AuthError, JobNotFound, SchemaError
 from tether._server.auth import Authorizer, Role
 from tether._server.handlers import HANDLERS, Handler
-from tether._server.wakes import WakeHub
+from tether._server.wakes import LINGER, WakeHub
 from tether._version import __version__
 from tether._wire import codec, roles
 from tether._wire import tether_pb2 as pb
@@ -155,15 +155,16 @@ class StoreService:
     async def _wait_for_jobs(self, request: pb.WaitForJobsRequest, role: Role) -> Message:
         queues = sorted(set(request.queues))
         timeout = min(max(0.0, request.timeout), MAX_WAIT)
-        woken = await self.hub.wait(("jobs", *queues),
-                                    lambda t: self.store.wait_for_jobs(queues, t), timeout)
-        return pb.WokenReply(woken=woken)
+        woken, mark = await self.hub.wait(
+            ("jobs", *queues), lambda t: self.store.wait_for_jobs(queues, t), timeout,
+            since=request.since, linger=LINGER)
+        return pb.WokenReply(woken=woken, mark=mark)
 
     async def _wait_for_finish(self, request: pb.WaitForFinishRequest, role: Role) -> Message:
         ids = sorted(set(request.job_ids))
         timeout = min(max(0.0, request.timeout), MAX_WAIT)
-        woken = await self.hub.wait(("finish", *ids),
-                                    lambda t: self.store.wait_for_finish(ids, t), timeout)
+        woken, _ = await self.hub.wait(("finish", *ids),
+                                       lambda t: self.store.wait_for_finish(ids, t), timeout)
         return pb.WokenReply(woken=woken)
 
 

@@ -382,10 +382,12 @@ class WaitForFinishRequest(_message.Message):
     def __init__(self, job_ids: _Optional[_Iterable[int]] = ..., timeout: _Optional[float] = ...) -> None: ...
 
 class WokenReply(_message.Message):
-    __slots__ = ("woken",)
+    __slots__ = ("woken", "mark")
     WOKEN_FIELD_NUMBER: _ClassVar[int]
+    MARK_FIELD_NUMBER: _ClassVar[int]
     woken: bool
-    def __init__(self, woken: _Optional[bool] = ...) -> None: ...
+    mark: str
+    def __init__(self, woken: _Optional[bool] = ..., mark: _Optional[str] = ...) -> None: ...
 
 class ClaimRequest(_message.Message):
     __slots__ = ("owner", "queues", "limit", "lease_ttl", "now", "request_id", "flow")
@@ -448,12 +450,14 @@ class BoolReply(_message.Message):
     def __init__(self, ok: _Optional[bool] = ...) -> None: ...
 
 class WaitForJobsRequest(_message.Message):
-    __slots__ = ("queues", "timeout")
+    __slots__ = ("queues", "timeout", "since")
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
     queues: _containers.RepeatedScalarFieldContainer[str]
     timeout: float
-    def __init__(self, queues: _Optional[_Iterable[str]] = ..., timeout: _Optional[float] = ...) -> None: ...
+    since: str
+    def __init__(self, queues: _Optional[_Iterable[str]] = ..., timeout: _Optional[float] = ..., since: _Optional[str] = ...) -> None: ...
 
 class QueuesRequest(_message.Message):
     __slots__ = ("queues",)

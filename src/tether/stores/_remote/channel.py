@@ -6,14 +6,16 @@ Invariants:
   server's own (named in the trailing metadata, re-raised as the same type) or, for any
   transport failure (refused, reset, deadline), :class:`StoreUnavailable`.
 * A transport failure is retried with the *same request bytes* (so an enqueue's or a claim's
-  request id goes with them) on the next host, each host at most twice, before it surfaces.
-  With several hosts, a call's deadline passing without a reply (a hung server) is one too.
+  request id goes with them) on the next host, every host at least twice and for at most
+  :data:`RETRY_BUDGET` seconds, before it surfaces. With several hosts, a call's deadline
+  passing without a reply (a hung server) is one too.
   Every method of the contract is safe to send twice (fenced, idempotent, or deduplicated by
   request id), which is what makes this retry, and failover, safe.
 * A server's named error is never retried here: the caller decides (a worker rides out
   StoreUnavailable, stops claiming on StoreFull). An AuthError is never retried anywhere.
-* Non-waiting calls carry a deadline (the URL's ``timeout``), so a silent network cannot hang
-  a caller; long polls carry their own wait plus a margin.
+* Non-waiting calls carry a deadline (the store's ``deadline``, as every network store's:
+  :mod:`tether.stores._deadline`, 5 s unless the URL says ``?deadline=``), so a silent
+  network cannot hang a caller; long polls carry their own wait plus a short margin.
 """
 
 from __future__ import annotations
@@ -35,10 +37,15 @@ __all__ = ["Channels", "channel_options"]
 M = TypeVar("M", bound=Message)
 
 SERVICE = "/tether.v1.Store/"
-#: Pause between two tries after a transport failure (a reconnect needs a moment).
-RETRY_PAUSE = 0.05
-#: Margin added to a long poll's deadline beyond its wait.
-WAIT_MARGIN = 10.0
+#: Pause between two rounds of tries after a transport failure (a reconnect needs a moment).
+RETRY_PAUSE = 0.1
+#: How long a call keeps trying after transport failures (every host at least twice): long
+#: enough to ride out a lost reply or a server's restart behind the client's reconnect
+#: backoff (at most 200 ms), short enough that an outage surfaces as StoreUnavailable at once.
+RETRY_BUDGET = 0.6
+#: Most margin added to a long poll's deadline beyond its wait (the server answers on its
+#: own timer; the store's deadline when that is shorter).
+WAIT_MARGIN = 2.0
 
 
 def channel_options(max_message_bytes: int = 16 << 20) -> list[tuple[str, Any]]:
@@ -49,7 +56,7 @@ def channel_options(max_message_bytes: int = 16 << 20) -> list[tuple[str, Any]]:
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.initial_reconnect_backoff_ms", 100),
         ("grpc.min_reconnect_backoff_ms", 100),
-        ("grpc.max_reconnect_backoff_ms", 1000),
+        ("grpc.max_reconnect_backoff_ms", 200),
         ("grpc.keepalive_time_ms", 10_000),
         ("grpc.keepalive_timeout_ms", 5_000),
         ("grpc.keepalive_permit_without_calls", 1),
@@ -81,8 +88,9 @@ def _credentials(url: RemoteURL) -> grpc.ChannelCredentials:
 class Channels:
     """The channels to a server's hosts, and the one place calls are made."""
 
-    def __init__(self, url: RemoteURL) -> None:
+    def __init__(self, url: RemoteURL, deadline: float) -> None:
         self.url = url
+        self.deadline = deadline
         self._lock = threading.Lock()
         self._channels: list[grpc.Channel | None] = [None] * len(url.hosts)
         self._calls: dict[tuple[int, str], Callable[..., Any]] = {}
@@ -114,12 +122,16 @@ class Channels:
             return made
 
     def call(self, rpc: str, request: Message, reply: type[M], *,
-             wait: float | None = None) -> M:
-        """``rpc`` with ``request``; ``wait``: the long poll's own wait (seconds)."""
-        timeout = self.url.timeout if wait is None else wait + WAIT_MARGIN
+             wait: float | None = None, timeout: float | None = None) -> M:
+        """``rpc`` with ``request``; ``wait``: the long poll's own wait (seconds);
+        ``timeout``: this call's deadline instead of the store's."""
+        if timeout is None:
+            timeout = (self.deadline if wait is None
+                       else wait + min(WAIT_MARGIN, self.deadline))
         hosts = len(self.url.hosts)
-        tries = max(2, 2 * hosts)
-        for attempt in range(tries):
+        started = time.monotonic()
+        attempt = 0
+        while True:
             index = (self._current + attempt) % hosts
             fn = self._callable(index, rpc, reply)
             try:
@@ -128,15 +140,16 @@ class Channels:
                 failure = self._failure(err)
                 if failure is not None:
                     raise _addressed(failure, self.url.targets[index]) from None
-                if attempt + 1 == tries:
+                attempt += 1
+                if (attempt >= 2 * hosts
+                        and time.monotonic() - started + RETRY_PAUSE > RETRY_BUDGET):
                     raise StoreUnavailable(self._describe(err)) from None
-                if hosts == 1:
+                if attempt % hosts == 0:  # every host failed once more: a pause
                     time.sleep(RETRY_PAUSE)
                 continue
             if attempt:
                 self._current = index  # stay on the host that answered
             return result
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def _failure(self, err: grpc.RpcError) -> Exception | None:
         """The error to raise at once, or None for a transport failure worth a retry."""

@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from tether import _clock as clock
+from tether._errors import StoreUnavailable
+from tether._limits import check_job_id, check_jobs, check_json_text
 from tether._text import clean_optional
 from tether._wire import codec
 from tether._wire import tether_pb2 as pb
@@ -47,15 +49,19 @@ from tether.stores._contract import (
     StoreInfo,
     WorkerInfo,
 )
+from tether.stores._deadline import take_deadline
 from tether.stores._remote.channel import Channels
 from tether.stores._remote.url import RemoteURL
 from tether.stores._replay import new_request_id
+from tether.stores._schedule_args import check_spec, check_tick
 from tether.stores._urls import redact
 
 __all__ = ["MAX_WAIT", "WHY_NOT", "RemoteStore"]
 
 #: The longest wait one long poll asks the server for (the server caps it there too).
 MAX_WAIT = 30.0
+#: How often a wait probes an unreachable server for its return.
+PROBE = 0.1
 WHY_NOT = "through tether://, transactions stay on the server's side"
 _EMPTY = pb.Empty()
 
@@ -66,11 +72,14 @@ class RemoteStore:
     kind = "tether"
     capabilities = Capabilities(False, False, WHY_NOT)
 
-    def __init__(self, url: str, **options: Any) -> None:
+    def __init__(self, url: str, *, deadline: float | None = None) -> None:
         self.url = url
-        self._parsed = RemoteURL.parse(url)
-        self._rpc = Channels(self._parsed)
+        rest, self.deadline = take_deadline(url, deadline)
+        self._parsed = RemoteURL.parse(rest)
+        self._rpc = Channels(self._parsed, self.deadline)
         self._call = self._rpc.call
+        #: The server's wake-up mark per queue set (see WaitForJobsRequest.since).
+        self._marks: dict[tuple[str, ...], str] = {}
         self._producer: ThreadedProducer | None = None
         self._producer_lock = threading.Lock()
 
@@ -92,16 +101,18 @@ class RemoteStore:
                           pb.HelloReply)
 
     def get_job(self, job_id: int) -> JobRecord | None:
-        reply = self._call("GetJob", pb.JobIdRequest(job_id=job_id), pb.GetJobReply)
+        reply = self._call("GetJob", pb.JobIdRequest(job_id=check_job_id(job_id)),
+                           pb.GetJobReply)
         return codec.job_of_message(reply.job) if reply.HasField("job") else None
 
     def get_jobs(self, job_ids: Sequence[int]) -> list[JobRecord]:
-        reply = self._call("GetJobs", pb.GetJobsRequest(job_ids=job_ids), pb.JobsReply)
+        ids = [check_job_id(i) for i in job_ids]
+        reply = self._call("GetJobs", pb.GetJobsRequest(job_ids=ids), pb.JobsReply)
         return codec.jobs_of(reply.jobs)
 
     def job_links(self, job_id: int) -> JobLinks:
-        return codec.links_of(self._call("JobLinks", pb.JobIdRequest(job_id=job_id),
-                                         pb.JobLinks))
+        request = pb.JobIdRequest(job_id=check_job_id(job_id))
+        return codec.links_of(self._call("JobLinks", request, pb.JobLinks))
 
     def close(self) -> None:
         with self._producer_lock:
@@ -121,17 +132,19 @@ class RemoteStore:
     # -- Producer ---------------------------------------------------------------------------
     def enqueue(self, jobs: Sequence[NewJob], *, now: float | None = None,
                 request_id: str | None = None) -> list[int]:
+        check_jobs(jobs)  # as the store would: its errors, before anything is sent
         to_new_job = codec.to_new_job
         request = pb.EnqueueRequest(jobs=[to_new_job(j) for j in jobs], now=now,
                                     request_id=request_id or new_request_id())
         return list(self._call("Enqueue", request, pb.EnqueueReply).ids)
 
     def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
-        reply = self._call("Cancel", pb.CancelRequest(job_id=job_id, now=now), pb.CancelReply)
+        request = pb.CancelRequest(job_id=check_job_id(job_id), now=now)
+        reply = self._call("Cancel", request, pb.CancelReply)
         return cast(CancelResult, reply.result)
 
     def wait_for_finish(self, job_ids: Sequence[int], timeout: float) -> bool:
-        ids = list(job_ids)
+        ids = [check_job_id(i) for i in job_ids]
         return self._wait(lambda t: self._call(
             "WaitForFinish", pb.WaitForFinishRequest(job_ids=ids, timeout=t), pb.WokenReply,
             wait=t).woken, timeout)
@@ -162,6 +175,9 @@ class RemoteStore:
 
     def finish(self, outcomes: Sequence[Outcome], *, now: float | None = None) -> list[Lease]:
         to_outcome = codec.to_outcome
+        for o in outcomes:
+            if o.result is not None:
+                check_json_text(o.result, "result")
         # Error text is cleaned as the store would clean it (a lone surrogate cannot travel
         # as protobuf text); cleaning twice changes nothing.
         sent = [to_outcome(o if o.error is None or o.error.isascii() else
@@ -173,20 +189,30 @@ class RemoteStore:
 
     def save_checkpoint(self, lease: Lease, checkpoint: str, *,
                         now: float | None = None) -> bool:
+        check_json_text(checkpoint, "checkpoint")
         request = pb.FencedTextRequest(lease=codec.to_lease(lease), text=checkpoint, now=now)
         ok: bool = self._call("SaveCheckpoint", request, pb.BoolReply).ok
         return ok
 
     def set_progress(self, lease: Lease, progress: str, *, now: float | None = None) -> bool:
+        check_json_text(progress, "progress")
         request = pb.FencedTextRequest(lease=codec.to_lease(lease), text=progress, now=now)
         ok: bool = self._call("SetProgress", request, pb.BoolReply).ok
         return ok
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
         names = list(queues)
-        return self._wait(lambda t: self._call(
-            "WaitForJobs", pb.WaitForJobsRequest(queues=names, timeout=t), pb.WokenReply,
-            wait=t).woken, timeout)
+        key = tuple(sorted(set(names)))
+
+        def poll(t: float) -> bool:
+            request = pb.WaitForJobsRequest(queues=names, timeout=t,
+                                            since=self._marks.get(key, ""))
+            reply = self._call("WaitForJobs", request, pb.WokenReply, wait=t)
+            self._marks[key] = reply.mark
+            woken: bool = reply.woken
+            return woken
+
+        return self._wait(poll, timeout)
 
     def notify(self, queues: Sequence[str]) -> None:
         self._call("Notify", pb.QueuesRequest(queues=queues), pb.Empty)
@@ -255,6 +281,8 @@ class RemoteStore:
 
     def schedule_tick(self, name: str, tick: float, job: NewJob | None, *,
                       now: float | None = None, spec: str | None = None) -> int | None:
+        name, tick = check_tick(name, tick, job)
+        spec = check_spec(spec)
         request = pb.ScheduleTickRequest(
             name=name, tick=tick, job=None if job is None else codec.to_new_job(job),
             now=now, spec=spec)
@@ -288,7 +316,8 @@ class RemoteStore:
 
     def retry_failed(self, job_ids: Sequence[int] | None, *,
                      now: float | None = None) -> RetryResult:
-        request = pb.RetryFailedRequest(all=job_ids is None, job_ids=job_ids or (), now=now)
+        ids = [] if job_ids is None else [check_job_id(i) for i in job_ids]
+        request = pb.RetryFailedRequest(all=job_ids is None, job_ids=ids, now=now)
         return codec.retry_result_of(self._call("RetryFailed", request, pb.RetryResult))
 
     def purge(self, queue: str, statuses: Sequence[JobStatus]) -> int:
@@ -306,13 +335,27 @@ class RemoteStore:
 
     # -- plumbing ---------------------------------------------------------------------------
     def _wait(self, call: Any, timeout: float) -> bool:
-        """Long polls of at most MAX_WAIT seconds each until ``timeout`` has passed."""
+        """Long polls of at most MAX_WAIT seconds each until ``timeout`` has passed.
+
+        A wait never raises for an unreachable server: it probes every :data:`PROBE` s
+        until the deadline, and the server's return is itself a wake-up (notifications sent
+        meanwhile were lost), so an idle worker claims again at once."""
         deadline = clock.monotonic() + max(0.0, timeout)
+        lost = False
         while True:
             left = deadline - clock.monotonic()
             if left <= 0:
                 return False
-            woken: bool = call(min(left, MAX_WAIT))
+            try:
+                if lost:  # probe: is the server back?
+                    self._call("Now", _EMPTY, pb.NowReply,
+                               timeout=max(0.05, min(left, self.deadline)))
+                    return True
+                woken: bool = call(min(left, MAX_WAIT))
+            except StoreUnavailable:
+                lost = True
+                clock.sleep(min(PROBE, max(0.0, deadline - clock.monotonic())))
+                continue
             if woken:
                 return True
             if left <= MAX_WAIT:

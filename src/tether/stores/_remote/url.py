@@ -1,11 +1,13 @@
 """``tether://`` and ``tethers://`` URLs: where the tether servers are and which token to
 show them.
 
-``tether://TOKEN@HOST:PORT[,HOST:PORT...][?timeout=S]`` (plain) and
-``tethers://TOKEN@HOST:PORT[,...][?ca=FILE&timeout=S]`` (TLS; without ``ca`` the system's
-roots verify the server). The token is the whole user info, percent-decoded (a token holding
-``@ : / ? #`` or ``%`` is written percent-encoded); without one, ``$TETHER_TOKEN`` gives it
-(so the URL itself holds no secret). Several hosts are tried in order on failover.
+``tether://TOKEN@HOST:PORT[,HOST:PORT...]`` (plain) and
+``tethers://TOKEN@HOST:PORT[,...][?ca=FILE]`` (TLS; without ``ca`` the system's roots verify
+the server); ``?deadline=S`` (how long a call waits for an answer) is the store's, taken out
+before this parse (:mod:`tether.stores._deadline`). The token is the whole user info,
+percent-decoded (a token holding ``@ : / ? #`` or ``%`` is written percent-encoded); without
+one, ``$TETHER_TOKEN`` gives it (so the URL itself holds no secret). Several hosts are
+tried in order on failover.
 
 Invariant: no error raised here quotes the token: every message shows the URL through
 :func:`tether.stores._urls.redact`, which masks the whole user info of these schemes.
@@ -13,7 +15,6 @@ Invariant: no error raised here quotes the token: every message shows the URL th
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -22,7 +23,8 @@ from urllib.parse import unquote
 from tether._errors import ConfigError
 from tether.stores._urls import redact
 
-#: Per-call deadline of the calls that do not wait (claim, heartbeat, finish, ...), seconds.
+#: ``RemoteURL.timeout`` (REMOTE.md's interface); the calls' deadline is the store's
+#: ``?deadline=`` instead, so this is always the default.
 DEFAULT_TIMEOUT = 30.0
 #: The environment variable that gives the token when the URL holds none.
 TOKEN_ENV = "TETHER_TOKEN"
@@ -95,9 +97,8 @@ def _host(part: str, shown: str) -> tuple[str, int]:
 
 def _query(query: str, tls: bool, shown: str) -> tuple[str | None, float]:
     ca_file: str | None = None
-    timeout = DEFAULT_TIMEOUT
     for piece in query.split("&") if query else []:
-        key, eq, raw = piece.partition("=")
+        key, _, raw = piece.partition("=")
         value = unquote(raw)
         if key == "ca":
             if not tls:
@@ -112,17 +113,14 @@ def _query(query: str, tls: bool, shown: str) -> tuple[str | None, float]:
                                   f"{exc.strerror or exc}") from None
             ca_file = value
         elif key == "timeout":
-            try:
-                timeout = float(value) if eq else math.nan
-            except ValueError:
-                timeout = math.nan
-            if not (math.isfinite(timeout) and timeout > 0):
-                raise ConfigError(f"{shown!r}: ?timeout= takes seconds greater than 0, "
-                                  f"not {value[:40]!r}")
+            # The per-call deadline is ``?deadline=``, as for every network store (the store
+            # takes it out before this parse); a ``timeout`` would be silently ignored.
+            raise ConfigError(f"{shown!r}: use ?deadline=SECONDS for how long a call waits "
+                              "for the server (default 5), not ?timeout=")
         else:
             raise ConfigError(f"{shown!r}: unknown option {key[:40]!r} (tether server URLs "
-                              "take ca= and timeout=)")
-    return ca_file, timeout
+                              "take ca= and deadline=)")
+    return ca_file, DEFAULT_TIMEOUT
 
 
 __all__ = ["DEFAULT_TIMEOUT", "TOKEN_ENV", "RemoteURL"]
