@@ -169,13 +169,17 @@ class Channels:
                 return None
             return StoreUnavailable(self._describe(err))
         job_id = trailing.get(JOB_ID_KEY)
+        if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+            details = f"the tether server at {self._hosts()} {details}"
         return error_of(code, name if isinstance(name, str) else None, details,
                         job_id if isinstance(job_id, str) else None)
 
+    def _hosts(self) -> str:
+        return ",".join(f"{h}:{p}" for h, p in self.url.hosts)
+
     def _describe(self, err: grpc.RpcError) -> str:
-        hosts = ",".join(f"{h}:{p}" for h, p in self.url.hosts)
         details = err.details() if isinstance(err, grpc.Call) else str(err)
-        return f"the tether server at {hosts} is unreachable: {details}"
+        return f"the tether server at {self._hosts()} is unreachable: {details}"
 
     def close(self) -> None:
         with self._lock:
