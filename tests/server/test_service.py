@@ -203,3 +203,14 @@ def test_hello_names_the_role(
         reply = remote(_url(server, token)).hello()  # type: ignore[attr-defined]
         assert isinstance(reply, pb.HelloReply)
         assert (reply.role, reply.store_kind) == (role, "sqlite")
+
+
+def test_the_token_never_shows_in_info_or_repr(
+    serve: Callable[..., TetherServer], backing: Store, remote: Callable[[str], Store]
+) -> None:
+    backing.migrate()
+    server = serve(tokens=True)
+    store = remote(_url(server, WORKER_TOKEN))
+    assert WORKER_TOKEN not in store.info().url
+    assert WORKER_TOKEN not in repr(store)
+    assert store.info().url == f"tether://***@127.0.0.1:{server.port}"

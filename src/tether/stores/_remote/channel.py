@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import grpc
 from google.protobuf.message import Message
 
-from tether._errors import AuthError, StoreUnavailable
+from tether._errors import StoreUnavailable
 from tether._wire.errors import ERROR_KEY, JOB_ID_KEY, error_of
 from tether.stores._remote.url import RemoteURL
 
@@ -62,14 +62,6 @@ def channel_options(max_message_bytes: int = 16 << 20) -> list[tuple[str, Any]]:
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.enable_retries", 0),
     ]
-
-
-def _addressed(failure: Exception, target: str) -> Exception:
-    """A refused token names the server that refused it (the one line a worker exits with:
-    "the tether server at h:7400 refused token sha256:1a2b3c4d: unknown token")."""
-    if isinstance(failure, AuthError):
-        return AuthError(f"the tether server at {target} {failure}", code=failure.code)
-    return failure
 
 
 def _serialize(message: Message) -> bytes:
@@ -139,7 +131,7 @@ class Channels:
             except grpc.RpcError as err:
                 failure = self._failure(err)
                 if failure is not None:
-                    raise _addressed(failure, self.url.targets[index]) from None
+                    raise failure from None
                 attempt += 1
                 if (attempt >= 2 * hosts
                         and time.monotonic() - started + RETRY_PAUSE > RETRY_BUDGET):

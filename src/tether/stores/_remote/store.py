@@ -91,7 +91,7 @@ class RemoteStore:
     def info(self) -> StoreInfo:
         theirs = codec.store_info_of(self._call("Info", _EMPTY, pb.StoreInfo))
         extra = {**theirs.extra, "server_store": theirs.kind, "server_store_url": theirs.url}
-        return StoreInfo(self.kind, redact(self.url), theirs.schema_version, extra)
+        return StoreInfo(self.kind, _masked(self.url), theirs.schema_version, extra)
 
     def hello(self) -> pb.HelloReply:
         """Who the server is and what this store's token may do."""
@@ -362,4 +362,15 @@ class RemoteStore:
                 return False
 
     def __repr__(self) -> str:
-        return f"RemoteStore({redact(self.url)!r})"
+        return f"RemoteStore({_masked(self.url)!r})"
+
+
+def _masked(url: str) -> str:
+    """``url`` with its token (the whole user info of a tether:// URL) masked, and any other
+    secret :func:`redact` knows of: what info() and repr() show."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, hosts = rest.partition("@")
+    if sep and at and "/" not in userinfo:
+        return redact(f"{scheme}://***@{hosts}")
+    return redact(url)
+
