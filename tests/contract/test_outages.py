@@ -62,8 +62,7 @@ def test_a_waiter_wakes_within_a_second_of_the_servers_return(
     lacks(request, store_kind, redis="a wait begun during the outage first waits for the "
           "subscription, and registers only after the resubscription's wake-up went out: it "
           "sleeps to its timeout (the worker's fetcher claims again after its own backoff)",
-          # Through a server the outage is the client's (the proxy sits between client and
-          # server): the server's own Redis subscription never dropped, so it has it.
+          # Through a server the outage is the client's link, not the server's to Redis.
           **{"remote-redis": ""})
     proxy, lossy = faulty.proxy, faulty.store
     lossy.wait_for_jobs(["q"], 0.05)

@@ -40,7 +40,8 @@ from tether._wire import tether_pb2 as pb
 from tether._wire.errors import ERROR_KEY, JOB_ID_KEY, status_of
 from tether.stores import Capabilities, Store
 
-__all__ = ["LEASE_FREE", "MAX_WAIT", "PROTOCOL_VERSION", "SERVICE", "StoreService"]
+__all__ = ["LEASE_FREE", "MAX_FINISH_WAITERS", "MAX_WAIT", "PROTOCOL_VERSION", "SERVICE",
+           "StoreService"]
 
 log = logging.getLogger("tether.server")
 
@@ -48,6 +49,10 @@ SERVICE = "tether.v1.Store"
 PROTOCOL_VERSION = 1
 #: The longest a long poll is held before the server answers "not woken".
 MAX_WAIT = 30.0
+#: Most store waiters for distinct job-id sets at once (see _wait_for_finish).
+MAX_FINISH_WAITERS = 32
+#: How long a wait past that bound sleeps before its spurious wake-up.
+FINISH_POLL = 0.25
 #: What a remote store declares it cannot do, and why.
 WHY_NOT = "through tether://, transactions stay on the server's side"
 
@@ -163,6 +168,12 @@ class StoreService:
     async def _wait_for_finish(self, request: pb.WaitForFinishRequest, role: Role) -> Message:
         ids = sorted(set(request.job_ids))
         timeout = min(max(0.0, request.timeout), MAX_WAIT)
+        if self.hub.running("finish") >= MAX_FINISH_WAITERS:
+            # Producers wait on ids of their own, so keys rarely repeat: past this many
+            # store waiters a wait is a short sleep and a spurious wake-up (allowed: the
+            # caller re-reads its jobs), never one more thread.
+            await asyncio.sleep(min(timeout, FINISH_POLL))
+            return pb.WokenReply(woken=timeout > FINISH_POLL)
         woken, _ = await self.hub.wait(("finish", *ids),
                                        lambda t: self.store.wait_for_finish(ids, t), timeout)
         return pb.WokenReply(woken=woken)

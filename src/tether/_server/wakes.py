@@ -58,8 +58,13 @@ class WakeHub:
     @property
     def waiters(self) -> int:
         """Store waiter threads running now (what the hub promises to keep small)."""
+        return self.running()
+
+    def running(self, kind: str | None = None) -> int:
+        """Store waiter threads running now, of keys starting with ``kind`` when given."""
         with self._lock:
-            return sum(1 for g in self._groups.values() if g.thread is not None)
+            return sum(1 for key, g in self._groups.items() if g.thread is not None and (
+                kind is None or (isinstance(key, tuple) and key[:1] == (kind,))))
 
     def _seen(self, since: str) -> int | None:
         epoch, _, generation = since.partition(":")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import grpc
 import pytest
 
-from tests.server.conftest import ADMIN_TOKEN, WORKER_TOKEN
+from tests.service.conftest import ADMIN_TOKEN, WORKER_TOKEN
 from tether._errors import AuthError
 from tether._server.auth import fingerprint
 from tether._server.serve import TetherServer
@@ -214,3 +214,34 @@ def test_the_token_never_shows_in_info_or_repr(
     assert WORKER_TOKEN not in store.info().url
     assert WORKER_TOKEN not in repr(store)
     assert store.info().url == f"tether://***@127.0.0.1:{server.port}"
+
+
+def test_waits_for_results_hold_a_bounded_number_of_store_waiters(
+    serve: Callable[..., TetherServer], backing: Store, remote: Callable[[str], Store]
+) -> None:
+    """Every producer waits on job ids of its own: past MAX_FINISH_WAITERS distinct sets the
+    server holds no more threads (the waits poll instead), and a finish still wakes them."""
+    from tether._server.service import MAX_FINISH_WAITERS
+
+    backing.migrate()
+    server = serve()
+    store = remote(_url(server))
+    ids = store.enqueue([NewJob("t") for _ in range(MAX_FINISH_WAITERS + 8)])
+    woken: list[bool] = []
+    threads = [threading.Thread(target=lambda i=i: woken.append(
+        store.wait_for_finish([i], 20))) for i in ids]
+    for thread in threads:
+        thread.start()
+    hub = server._service.hub  # type: ignore[union-attr]
+    deadline = time.monotonic() + 10
+    while hub.running("finish") < MAX_FINISH_WAITERS:
+        assert time.monotonic() < deadline, "the waits never reached the server"
+        time.sleep(0.01)
+    for _ in range(20):
+        assert hub.running("finish") <= MAX_FINISH_WAITERS
+        time.sleep(0.02)
+    for job_id in ids:
+        backing.cancel(job_id)
+    for thread in threads:
+        thread.join(15)
+    assert woken == [True] * len(ids)
