@@ -161,6 +161,8 @@ class Channels:
                 return None
             return StoreUnavailable(self._describe(err))
         job_id = trailing.get(JOB_ID_KEY)
+        if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+            details = f"the tether server at {self._hosts()} {details}"
         return error_of(code, name if isinstance(name, str) else None, details,
                         job_id if isinstance(job_id, str) else None)
 
