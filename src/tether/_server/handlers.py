@@ -95,6 +95,33 @@ def _search_jobs(s: Store, r: pb.SearchJobsRequest, now: float | None) -> Messag
                                limit=r.limit))
 
 
+def _not_negative(name: str, value: float) -> float:
+    """A grace or age below zero would reach into the future: ``reap_expired`` would take
+    back live leases (and, repeated, dead-letter running jobs as stalled), ``prune`` and
+    ``delete_dead_workers`` would delete what is not old at all. No maintainer sends one."""
+    if value < 0:
+        raise ValueError(f"{name} must not be negative (got {value})")
+    return value
+
+
+def _reap_expired(s: Store, r: pb.ReapExpiredRequest, now: float | None) -> Message:
+    reaped = s.reap_expired(_not_negative("stall_grace", r.stall_grace), now=now,
+                            limit=r.limit)
+    return pb.ReapedReply(reaped=[codec.to_reaped(x) for x in reaped])
+
+
+def _prune(s: Store, r: pb.PruneRequest, now: float | None) -> Message:
+    return pb.CountReply(count=s.prune(cast(Any, r.status),
+                                       _not_negative("older_than", r.older_than), now=now,
+                                       limit=r.limit))
+
+
+def _delete_dead_workers(s: Store, r: pb.DeleteDeadWorkersRequest,
+                         now: float | None) -> Message:
+    return pb.CountReply(count=s.delete_dead_workers(_not_negative("older_than", r.older_than),
+                                                     now=now))
+
+
 def _register(s: Store, r: pb.RegisterWorkerRequest, now: float | None) -> Message:
     s.register_worker(codec.worker_of(r.worker), now=now)
     return _empty
@@ -132,15 +159,12 @@ HANDLERS: dict[str, tuple[type[Message], Handler]] = {
     "PausedQueues": (pb.Empty, lambda s, r, now: pb.QueuesReply(queues=s.paused_queues())),
     "RegisterWorker": (pb.RegisterWorkerRequest, _register),
     "UnregisterWorker": (pb.UnregisterWorkerRequest, _unregister),
-    "ReapExpired": (pb.ReapExpiredRequest, lambda s, r, now: pb.ReapedReply(reaped=[
-        codec.to_reaped(x) for x in s.reap_expired(r.stall_grace, now=now, limit=r.limit)])),
+    "ReapExpired": (pb.ReapExpiredRequest, _reap_expired),
     "NextLeaseExpiry": (pb.Empty,
                         lambda s, r, now: pb.NextLeaseExpiryReply(at=s.next_lease_expiry())),
     "Housekeeping": (pb.Empty, lambda s, r, now: pb.HousekeepingReply(done=s.housekeeping())),
-    "Prune": (pb.PruneRequest, lambda s, r, now: pb.CountReply(count=s.prune(
-        cast(Any, r.status), r.older_than, now=now, limit=r.limit))),
-    "DeleteDeadWorkers": (pb.DeleteDeadWorkersRequest, lambda s, r, now: pb.CountReply(
-        count=s.delete_dead_workers(r.older_than, now=now))),
+    "Prune": (pb.PruneRequest, _prune),
+    "DeleteDeadWorkers": (pb.DeleteDeadWorkersRequest, _delete_dead_workers),
     "LeaderAcquire": (pb.LeaderAcquireRequest, lambda s, r, now: _leadership(
         s.leader_acquire(r.name, r.holder, r.ttl, now=now))),
     "LeaderRenew": (pb.LeaderRenewRequest, lambda s, r, now: _leadership(

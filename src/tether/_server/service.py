@@ -10,6 +10,10 @@ Invariants:
   error reaches the client as its own type (:mod:`tether._wire.errors`); nothing else of the
   server's (a traceback, a driver's detail, a token) crosses the wire.
 * Nothing is kept per client: a call that goes away leaves nothing behind (leases decide).
+* A job's lease token is the fence of its claim: whoever holds it may finish, cancel or
+  extend that attempt. A worker token gets tokens only from its own claims: the jobs it
+  reads (``get_job``, ``get_jobs``) come without theirs, so it cannot write for another
+  worker's claim (:data:`LEASE_FREE`).
 * Store calls block, so they run on a bounded thread pool; long polls wait on the event loop
   through the wake hub (:mod:`tether._server.wakes`), holding neither a thread nor a
   connection.
@@ -36,7 +40,8 @@ from tether._wire import tether_pb2 as pb
 from tether._wire.errors import ERROR_KEY, JOB_ID_KEY, status_of
 from tether.stores import Capabilities, Store
 
-__all__ = ["MAX_FINISH_WAITERS", "MAX_WAIT", "PROTOCOL_VERSION", "SERVICE", "StoreService"]
+__all__ = ["LEASE_FREE", "MAX_FINISH_WAITERS", "MAX_WAIT", "PROTOCOL_VERSION", "SERVICE",
+           "StoreService"]
 
 log = logging.getLogger("tether.server")
 
@@ -52,6 +57,10 @@ FINISH_POLL = 0.25
 WHY_NOT = "through tether://, transactions stay on the server's side"
 
 Special = Callable[[Any, Role], Awaitable[Message]]
+
+#: Replies whose jobs go to a worker token without their lease token (read from the store
+#: by anyone, they would let a worker token finish, cancel or extend others' claims).
+LEASE_FREE = frozenset({"GetJob", "GetJobs"})
 
 
 def _token(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
@@ -111,7 +120,8 @@ class StoreService:
                 now: float | None = None
                 if takes_now and self.trust_client_clock and message.HasField("now"):
                     now = getattr(message, "now")  # noqa: B009 - not every request has one
-                run = _runner(plain[1], self.store, message, now)  # type: ignore[index]
+                run = _runner(plain[1], self.store, message, now,  # type: ignore[index]
+                              strip=role is not Role.ADMIN and rpc in LEASE_FREE)
                 data: bytes = await self.loop.run_in_executor(self.pool, run)
                 return data
             except Exception as exc:
@@ -180,10 +190,23 @@ class StoreService:
         return pb.WokenReply(woken=woken)
 
 
-def _runner(handler: Handler, store: Store, message: Any, now: float | None
-            ) -> Callable[[], bytes]:
+def _runner(handler: Handler, store: Store, message: Any, now: float | None, *,
+            strip: bool = False) -> Callable[[], bytes]:
     def run() -> bytes:
-        data: bytes = handler(store, message, now).SerializeToString()
+        reply = handler(store, message, now)
+        if strip:
+            _strip_lease_tokens(reply)
+        data: bytes = reply.SerializeToString()
         return data
 
     return run
+
+
+def _strip_lease_tokens(reply: Message) -> None:
+    """Clear the lease token of every job in a GetJob or GetJobs reply (see LEASE_FREE)."""
+    if isinstance(reply, pb.GetJobReply):
+        if reply.HasField("job"):
+            reply.job.ClearField("lease_token")
+    elif isinstance(reply, pb.JobsReply):
+        for job in reply.jobs:
+            job.ClearField("lease_token")

@@ -7,7 +7,8 @@ Invariants:
   transport failure (refused, reset, deadline), :class:`StoreUnavailable`.
 * A transport failure is retried with the *same request bytes* (so an enqueue's or a claim's
   request id goes with them) on the next host, every host at least twice and for at most
-  :data:`RETRY_BUDGET` seconds, before it surfaces.
+  :data:`RETRY_BUDGET` seconds, before it surfaces. With several hosts, a call's deadline
+  passing without a reply (a hung server) is one too.
   Every method of the contract is safe to send twice (fenced, idempotent, or deduplicated by
   request id), which is what makes this retry, and failover, safe.
 * A server's named error is never retried here: the caller decides (a worker rides out
@@ -152,6 +153,12 @@ class Channels:
         if name is None and code in (grpc.StatusCode.UNAVAILABLE, None):
             return None
         if name is None and code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            # A hung server (stopped, or behind a network that drops packets) answers
+            # nothing: the deadline is all that comes back. With other hosts, that is a
+            # transport failure like a refused connection: try the next one (every call is
+            # safe to send twice), or the worker's leases run out while another server is up.
+            if len(self.url.hosts) > 1:
+                return None
             return StoreUnavailable(self._describe(err))
         job_id = trailing.get(JOB_ID_KEY)
         if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
