@@ -5,6 +5,7 @@ subprocesses with its own store URL and lease settings:
 
 * ``TETHER_URL``: the (isolated) store URL;
 * ``BENCH_LEASE_TTL``: lease_ttl in seconds (default 30, tether's default);
+* ``BENCH_DEATH_CHECK``: death_check_interval in seconds (default tether's; 0: off);
 * ``BENCH_RECORD``: a file that ``bench.record`` / ``bench.crash_once`` append start records to.
 
 A start record is one line ``job_id attempt pid sent started`` (``sent`` is the enqueuer's
@@ -54,6 +55,8 @@ def _record(sent: float) -> None:
 def make_app(url: str | None = None, **settings: Any) -> tether.App:
     """An App with the benchmark tasks registered; ``settings`` override the environment's."""
     options: dict[str, Any] = {"lease_ttl": float(os.environ.get("BENCH_LEASE_TTL", "30"))}
+    if os.environ.get("BENCH_DEATH_CHECK"):  # issue #22's check interval (0: off)
+        options["death_check_interval"] = float(os.environ["BENCH_DEATH_CHECK"])
     options.update(settings)
     app = tether.App(url or os.environ.get("TETHER_URL"), **options)
 

@@ -10,6 +10,7 @@ import pytest
 import tether
 from tests.faults import FaultProxy
 from tests.pg_template import clone_for_url
+from tests.remote import clone_backing, is_remote, served_url
 from tests.servers import PG_DSN, REDIS_URL, STORE_KINDS, isolated_url, require_server
 from tether.stores import Store, open_store
 
@@ -47,6 +48,10 @@ def store_kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def store_url(store_kind: str, tmp_path: Path) -> Iterator[str]:
+    if is_remote(store_kind):  # tests/remote.py: a tether server in front of the store
+        with served_url(store_kind, tmp_path) as url:
+            yield url
+        return
     with isolated_url(store_kind, tmp_path) as url:
         yield url
 
@@ -57,6 +62,8 @@ def store(store_kind: str, store_url: str) -> Iterator[Store]:
     template (tests/pg_template.py), which leaves migrate() nothing to do but check it."""
     if store_kind == "postgres":
         clone_for_url(store_url)
+    elif is_remote(store_kind):
+        clone_backing(store_kind, store_url)
     s = open_store(store_url)
     s.migrate()
     try:

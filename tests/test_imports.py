@@ -133,3 +133,30 @@ def test_each_entry_module_imports_first(module: str) -> None:
     result = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True,
                             text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
+
+
+#: Layers that may import only from a fixed set of tether modules (prefixes), and why.
+#: ``tether._server`` is operations (issue #21): it serves any store through the public API,
+#: the store contract (``tether.stores``) and the wire protocol, never a store's private
+#: modules, so every store served works the same and a store's internals can change freely.
+LAYER_RULES: dict[str, tuple[str, ...]] = {
+    "tether._server": ("tether", "tether.stores", "tether._wire", "tether._errors",
+                       "tether._version", "tether._server"),
+}
+
+
+def _allowed(module: str, prefixes: tuple[str, ...]) -> bool:
+    """``tether`` and ``tether.stores`` allow themselves exactly; the others their package."""
+    exact = {"tether", "tether.stores"}
+    return any(module == p or (p not in exact and module.startswith(p + "."))
+               for p in prefixes)
+
+
+def test_layers_import_only_what_their_rule_allows() -> None:
+    graph = import_graph()
+    wrong = {name: sorted(m for m in imports if not _allowed(m, allowed))
+             for layer, allowed in LAYER_RULES.items()
+             for name, imports in graph.items()
+             if name == layer or name.startswith(layer + ".")}
+    assert {k: v for k, v in wrong.items() if v} == {}
+    assert not _allowed("tether.stores._sqlite.store", LAYER_RULES["tether._server"])

@@ -10,6 +10,7 @@ from tether._canvas import Signature, WorkflowIds, chain, chord, group
 from tether._codec import Codec, JSONCodec
 from tether._context import JobContext, current_job
 from tether._errors import (
+    AuthError,
     ConfigError,
     Fail,
     Interrupted,
@@ -38,6 +39,7 @@ from tether._version import __version__
 
 __all__ = [
     "App",
+    "AuthError",
     "Backoff",
     "Codec",
     "ConfigError",

@@ -28,6 +28,10 @@ class Settings:
     heartbeat_interval: float | None = None  # default lease_ttl / 3
     stall_grace: float = 0.0
     reaper_interval: float = 5.0  # 0 disables the reaper in workers
+    # How often each maintainer asks the store which worker processes died (issue #22): a
+    # dead process's jobs come back within about this (plus a claim), not at lease expiry.
+    # 0 turns death detection off (the lease alone decides).
+    death_check_interval: float = 0.25
     shutdown_timeout: float = 30.0
     poll_interval: float = 1.0
     claim_batch: int = 100
@@ -68,7 +72,7 @@ class Settings:
 
 
 _NON_NEGATIVE = ("stall_grace", "reaper_interval", "shutdown_timeout", "prune_interval",
-                 "unknown_task_timeout")
+                 "unknown_task_timeout", "death_check_interval")
 _POSITIVE = ("lease_ttl", "poll_interval", "retention_done", "retention_failed",
              "retention_cancelled")
 _OPTIONAL_POSITIVE = ("heartbeat_interval", "leader_ttl", "leader_retry")

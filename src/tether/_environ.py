@@ -25,6 +25,7 @@ log = logging.getLogger("tether.config")
 KNOWN: dict[str, str] = {
     "TETHER_URL": "the store URL",
     "TETHER_APP": "MODULE:APP for the tether command",
+    "TETHER_TOKEN": "the token for a tether:// store URL that holds none",
     "TETHER_LOG_LEVEL": "the tether command's log level",
     "TETHER_LOG_FORMAT": "text or json",
     "TETHER_DASHBOARD_TOKEN": "the dashboard's bearer token",

@@ -4,6 +4,8 @@ The tree::
 
     TetherError
     ├── ConfigError            a setting or URL is wrong; the message says what to change
+    │   └── AuthError          a tether server refused the token (unknown, or not allowed
+    │                          to call that method)
     ├── JobNotFound            no job has that id
     ├── StoreError             the store failed
     │   ├── StoreUnavailable   transient: connection refused/dropped, locked; safe to retry
@@ -43,6 +45,16 @@ class TetherError(Exception):
 
 class ConfigError(TetherError, ValueError):
     """A setting, option or URL is invalid."""
+
+
+class AuthError(ConfigError):
+    """A tether server refused the caller's token (``code`` ``"unauthenticated"``: unknown or
+    missing) or the call for its role (``"permission_denied"``). The message names the token
+    by fingerprint only. Not retried: a wrong token stays wrong."""
+
+    def __init__(self, message: str, *, code: str = "unauthenticated") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class JobNotFound(TetherError, LookupError):

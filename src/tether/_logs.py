@@ -39,7 +39,7 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: Structured fields copied from a record into JSON output (when present).
 FIELDS = ("job_id", "attempt", "task", "queue", "worker", "duration", "delay", "reason",
           "outcome", "error", "traceback", "event", "version", "store", "tasks", "queues",
-          "pool", "concurrency", "child", "status")
+          "pool", "concurrency", "child", "status", "listen", "tls", "tokens", "maintenance")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: Claims tracked for durations; an attempt whose end is never announced (completed inside a
 #: caller's transaction, the process killed) must not grow the map forever.

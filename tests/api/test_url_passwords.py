@@ -60,3 +60,11 @@ def test_opening_says_to_percent_encode_and_leaks_nothing(
     assert not leaked(text), (text, leaked(text))
     assert HINT in str(caught.value), str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("url", ["tether://tok-123@h:1", "tethers://tok-123@h:1,g:2?ca=/x",
+                                 "TETHER://tok-123@h:1", "tether://tok%2D123@h:1"])
+def test_redact_hides_a_tether_token(url: str) -> None:
+    """A tether:// URL's user info is a token with no ':' (issue #21): masked whole."""
+    shown = redact(url)
+    assert "tok" not in shown and "***@h:1" in shown

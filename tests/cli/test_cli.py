@@ -109,7 +109,7 @@ def test_help_lists_every_command() -> None:
     result = subprocess.run([sys.executable, "-m", "tether._cli.main", "--help"],
                             capture_output=True, text=True, timeout=60, check=False)
     for command in ("worker", "reaper", "enqueue", "jobs", "job", "dlq", "stats", "migrate",
-                    "demo"):
+                    "demo", "server"):
         assert command in result.stdout
 
 

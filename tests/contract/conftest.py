@@ -1,7 +1,10 @@
 """Fixtures for the store contract suite; plain helpers live in ``helpers.py``.
 
 Every test runs once per store: the ``store`` fixture of ``tests/conftest.py`` takes its kind
-from ``store_kind``, which this module widens to sqlite, postgres, redis *and* memory (the
+from ``store_kind``, which this module widens to sqlite, postgres, redis, memory *and* each
+of the first three served through a tether server (``remote-sqlite``, ``remote-postgres``,
+``remote-redis``: tests/remote.py; ``faulty``'s proxy then sits between the client and the
+server) (the
 in-process store runs the whole contract; what needs several processes, test_processes.py, is
 a strict xfail on it with its reason; other suites with subprocesses keep the three others).
 Time is driven only through explicit ``now=`` arguments:
@@ -17,11 +20,13 @@ them (set at collection, with the reason), never a skip.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from urllib.parse import urlsplit
 
 import pytest
 
 from tests.contract.helpers import NO_NETWORK, Faulty
 from tests.faults import FaultProxy
+from tests.remote import REMOTE_KINDS, is_remote
 from tests.servers import IN_PROCESS_KINDS
 from tether.stores import Store
 
@@ -36,7 +41,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xfail(strict=True, reason=NO_NETWORK[kind]))
 
 
-@pytest.fixture(params=IN_PROCESS_KINDS)
+@pytest.fixture(params=(*IN_PROCESS_KINDS, *REMOTE_KINDS))
 def store_kind(request: pytest.FixtureRequest) -> str:
     kind: str = request.param
     return kind
@@ -66,10 +71,16 @@ def faulty(
     """The one network-fault fixture of the contract suite (see the module docstring)."""
     if store_kind in NO_NETWORK:
         pytest.fail(NO_NETWORK[store_kind])
-    proxy = fault_proxy(store_kind)
+    if is_remote(store_kind):  # the proxy sits between the client and the tether server
+        port = urlsplit(store_url).port or 0
+        proxy = FaultProxy("127.0.0.1", port)
+    else:
+        proxy = fault_proxy(store_kind)
     made = Faulty(proxy, proxy.url(store_url))
     try:
         yield made
     finally:
         for opened in made.opened:
             opened.close()
+        if is_remote(store_kind):
+            proxy.stop()

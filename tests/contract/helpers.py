@@ -109,7 +109,13 @@ def lacks(request: pytest.FixtureRequest, store_kind: str, **reasons: str) -> No
     failing the suite once the store gains the behaviour (so the mark gets removed). Never a
     silent skip.
     """
-    reason = reasons.get(store_kind)
+    reason = reasons.get(store_kind) or None  # "": has it (a remote kind whose base lacks it)
+    if reason is None and store_kind.startswith("remote-") and store_kind not in reasons:
+        # Through a tether server a store lacks what the store behind it lacks, unless the
+        # test names the remote kind itself.
+        base = store_kind.removeprefix("remote-")
+        reason = reasons.get(base)
+        store_kind = f"{store_kind} (the {base} store behind the server)"
     if reason is not None:
         request.applymarker(pytest.mark.xfail(strict=True, reason=f"{store_kind}: {reason}"))
 

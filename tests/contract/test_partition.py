@@ -260,8 +260,12 @@ def test_a_timed_out_enqueue_retried_after_the_partition_makes_one_job(
     assert_unavailable_within(lambda: lossy.enqueue([NewJob(task)], request_id=rid), SHORT)
     assert not [j for j in store.list_jobs(limit=100) if j.task == task]
     proxy.heal()
-    _wait_for(lambda: [j for j in store.list_jobs(limit=100) if j.task == task],
-              "the held enqueue to reach the server")
+    if not faulty.url.startswith("tether://"):
+        # gRPC cancels a call at its deadline: the cancellation follows the held request
+        # through the healed partition, so a tether server may never run it. Either way the
+        # retry below must leave exactly one job.
+        _wait_for(lambda: [j for j in store.list_jobs(limit=100) if j.task == task],
+                  "the held enqueue to reach the server")
     ids = transient(lambda: lossy.enqueue([NewJob(task)], request_id=rid))
     assert [j.id for j in store.list_jobs(limit=100) if j.task == task] == ids
 

@@ -54,6 +54,8 @@ def test_notify_wakes_a_waiter_on_another_connection(
         request,
         store_kind,
         sqlite="notify is in-process per store object; SQLite waiters wake on commits",
+        # Through a server every client's notify reaches the one SQLite store object.
+        **{"remote-sqlite": ""},
     )
     waiter = open_another()
     woken, elapsed = _wake_with(waiter, lambda: store.notify(["default"]))

@@ -62,7 +62,8 @@ def test_rolled_back_enqueue_does_not_notify(
 ) -> None:
     lacks(request, store_kind, **{
         kind: "no enqueue inside the caller's transaction (no transaction())"
-        for kind in ("sqlite", "redis", "memory")
+        for kind in ("sqlite", "redis", "memory", "remote-sqlite", "remote-postgres",
+                     "remote-redis")
     })
     settle(store, ["tx"])
     inside = transactional_enqueue(store)

@@ -132,7 +132,8 @@ def test_a_busy_worker_rides_out_an_outage_and_loses_no_job(
         app.close()
 
 
-STORE_NAMES = {"postgres": "PostgreSQL", "redis": "Redis"}
+STORE_NAMES = {"postgres": "PostgreSQL", "redis": "Redis", "remote-sqlite": "tether server",
+               "remote-postgres": "tether server", "remote-redis": "tether server"}
 
 
 def test_a_frozen_server_is_reported_naming_its_store(

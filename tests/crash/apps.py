@@ -5,6 +5,8 @@ Configuration comes from the environment the test gives each worker:
 * ``TETHER_URL``: the test's isolated store;
 * ``TETHER_TEST_DIR``: where the records below go (one file per worker pid, JSON lines);
 * ``TETHER_TEST_LEASE_TTL`` (default 2.0) and ``TETHER_TEST_SHUTDOWN_TIMEOUT`` (default 10);
+* ``TETHER_TEST_DEATH_CHECK_INTERVAL`` (default 0.25; 0: no death detection, the lease
+  alone decides, for the tests of the lease path);
 * ``TETHER_TEST_REAPER_INTERVAL`` (default 5; 0: no reaper in workers) and
   ``TETHER_TEST_RETENTION_FAILED`` (default 7 days), for the maintenance tests.
 
@@ -46,6 +48,7 @@ app = tether.App(
     shutdown_timeout=float(os.environ.get("TETHER_TEST_SHUTDOWN_TIMEOUT", "10")),
     poll_interval=0.2,
     reaper_interval=float(os.environ.get("TETHER_TEST_REAPER_INTERVAL", "5")),
+    death_check_interval=float(os.environ.get("TETHER_TEST_DEATH_CHECK_INTERVAL", "0.25")),
     retention_failed=float(os.environ.get("TETHER_TEST_RETENTION_FAILED", str(7 * 86400))),
 )
 
@@ -241,12 +244,12 @@ def grandchild_file(job_id: int, attempt: int) -> Path:
     return _dir() / f"grandchild-{job_id}-{attempt}.log"
 
 
-def _start_grandchild(limit: float, segv: bool = False) -> dict[str, Any]:
+def _start_grandchild(limit: float, segv: bool = False, gil: bool = False) -> dict[str, Any]:
     """Attempt 1 starts a shell loop that appends a line every 50 ms to its side-effect file
     (a stand-in for ffmpeg, rsync or a payment CLI), records its pid, and waits ``limit``
     seconds without looking at cancellation and without ever stopping the subprocess, as a
-    careless handler would (``segv``: crashes its process instead); later attempts return at
-    once."""
+    careless handler would (``segv``: crashes its process instead; ``gil``: waits in a C call
+    that holds the GIL, as a CPU-bound extension may); later attempts return at once."""
     job = tether.current_job()
     if job.attempt == 1:
         path = grandchild_file(job.id, job.attempt)
@@ -258,6 +261,8 @@ def _start_grandchild(limit: float, segv: bool = False) -> dict[str, Any]:
             time.sleep(0.01)  # the side effect has begun before the handler goes on
         if segv:
             ctypes.string_at(0)
+        if gil:  # libc sleep through PyDLL keeps the GIL: no other thread of the child runs
+            ctypes.PyDLL(None).sleep(int(limit))
         time.sleep(limit)
     else:
         _run("start")
@@ -266,8 +271,8 @@ def _start_grandchild(limit: float, segv: bool = False) -> dict[str, Any]:
 
 
 @app.task(name="crash.grandchild", max_attempts=5)
-def grandchild(limit: float = 60.0, segv: bool = False) -> dict[str, Any]:
-    return _start_grandchild(limit, segv)
+def grandchild(limit: float = 60.0, segv: bool = False, gil: bool = False) -> dict[str, Any]:
+    return _start_grandchild(limit, segv, gil)
 
 
 @app.task(name="crash.grandchild_timeout", timeout=1, max_attempts=2, retry=FAST_RETRY)

@@ -82,4 +82,6 @@ def pytest_runtest_makereport(
         for cluster in getattr(item, "crash_clusters", []):
             for title, text in cluster.report():
                 report.sections.append((title, text))
+        for server in getattr(item, "crash_servers", []):  # tests/crash/remote.py
+            report.sections.append((f"{server!r} log", server.log_text()[-20000:]))
     return report

@@ -36,7 +36,10 @@ MARGIN = 1.0
 @pytest.mark.crash
 @pytest.mark.timeout(60)
 def test_sigkill_mid_job_is_rerun_within_the_bound(cluster: Cluster, store: Store) -> None:
-    a, b = cluster.spawn(2), cluster.spawn(2)
+    """The lease path alone (death detection off: issue #22's faster path is
+    test_liveness_crash.py): the job comes back once the dead holder's lease ran out."""
+    lease_only = {"TETHER_TEST_DEATH_CHECK_INTERVAL": "0"}
+    a, b = cluster.spawn(2, env=lease_only), cluster.spawn(2, env=lease_only)
     cluster.wait_registered(store, a, b)
     [job_id] = enqueue(store, "crash.work", 30.0, 0.2)
 

@@ -137,7 +137,7 @@ def test_upgrade_from_version_1_keeps_jobs_and_works(
                           "5, 3, now())")
     with pytest.raises(SchemaError, match="older"):
         store.check_schema()
-    assert store.migrate() == latest_version() == 8
+    assert store.migrate() == latest_version() == 10
     store.check_schema()
     # Version 4: every existing job got a uid of its own (issue 18, B), and the identity row.
     uids = [store.get_job(i).uid for i in (1, 2)]  # type: ignore[union-attr]

@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,10 @@ from typing import Any
 from tether import _limits as limits
 from tether._config import Settings
 from tether._environ import default_store_used
-from tether._errors import ConfigError, SchemaError
+from tether._errors import ConfigError, SchemaError, StoreError
 from tether._runtime import Runtime
 from tether.stores import DEFAULT_PATH, DEFAULT_URL, open_store
-from tether.stores._contract import Store, WorkerInfo
+from tether.stores._contract import Basics, Liveness, Store, WorkerInfo
 
 # -- option types ----------------------------------------------------------------------------
 
@@ -204,3 +205,17 @@ def alive(worker: WorkerInfo, now: float, lease_ttl: float) -> bool:
     """A worker is live while its last heartbeat is younger than its lease: after that the
     reaper may already have taken its jobs, whatever its row says."""
     return now - worker.last_seen <= lease_ttl
+
+
+def live_workers(store: Basics, workers: Sequence[WorkerInfo], now: float,
+                 lease_ttl: float) -> dict[str, bool]:
+    """Worker id -> live. Dead as soon as its liveness token is released (issue #22: the
+    process is gone, whatever its last heartbeat says), else by :func:`alive`. A store that
+    cannot tell (or cannot be asked now) leaves it to the heartbeat."""
+    dead: frozenset[str] = frozenset()
+    if workers and isinstance(store, Liveness) and store.capabilities.detects_death:
+        try:
+            dead = store.dead_workers([w.id for w in workers])
+        except StoreError:
+            dead = frozenset()
+    return {w.id: w.id not in dead and alive(w, now, lease_ttl) for w in workers}

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from tether import _limits as limits
-from tether._cli.common import alive, connect, json_value, target
+from tether._cli.common import connect, json_value, live_workers, target
 from tether._cli.render import (
     SHOWN_LINKS,
     dump_json,
@@ -180,12 +180,13 @@ def snapshot(store: Admin, lease_ttl: float,
     paused = set(store.paused_queues())
     queues = sorted({c.queue for c in counts} | paused)
     grid = {(c.queue, c.status): c.count for c in counts}
+    live = live_workers(store, workers, now, lease_ttl)
     return {
         "store": info.kind, "url": info.url, "schema_version": info.schema_version,
         "time": iso(now),
         "queues": {q: {**{s: grid.get((q, s), 0) for s in STATUSES}, "paused": q in paused}
                    for q in queues},
-        "workers": [worker_dict(w, alive(w, now, lease_ttl)) for w in workers],
+        "workers": [worker_dict(w, live[w.id]) for w in workers],
         "store_info": info.extra, "warnings": durability_warnings(info.extra),
         "limits": None if registry is None else limit_rows(
             store, declared(registry), {q: grid.get((q, "running"), 0) for q in queues}),

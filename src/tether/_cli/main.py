@@ -250,9 +250,11 @@ def build_parser() -> argparse.ArgumentParser:
             "tether migrate --url postgresql://app@db/app")
     _store_options(p)
 
+    from tether._cli.server import add_server
     from tether._cli.web import add_dashboard
 
     add_dashboard(add)
+    add_server(add)
 
     p = add("demo", cmd_demo, "crash three workers on purpose and show that no job is lost",
             "tether demo --jobs 300")

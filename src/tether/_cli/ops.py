@@ -6,7 +6,7 @@ import argparse
 import socket
 import sys
 
-from tether._cli.common import alive, connect, target
+from tether._cli.common import connect, live_workers, target
 from tether._cli.inspect import memory_warning
 from tether._cli.render import dump_json
 from tether.stores._contract import JobStatus
@@ -71,6 +71,7 @@ def cmd_health(args: argparse.Namespace) -> int:
     try:
         now = store.now()
         workers = store.list_workers() if args.worker else []
+        live_ids = live_workers(store, workers, now, args.lease_ttl or t.settings.lease_ttl)
         full = memory_warning(store.info().extra)  # answers, but refuses writes
     finally:
         store.close()
@@ -79,10 +80,8 @@ def cmd_health(args: argparse.Namespace) -> int:
     served: dict[str, int] = {}
     if args.worker:
         queues = args.queue or t.queues() or ["default"]
-        lease_ttl = args.lease_ttl or t.settings.lease_ttl
         host = socket.gethostname() if args.local else None
-        live = [w for w in workers if alive(w, now, lease_ttl)
-                and (host is None or w.host == host)]
+        live = [w for w in workers if live_ids[w.id] and (host is None or w.host == host)]
         served = {q: sum(1 for w in live if q in w.queues) for q in queues}
     idle = [q for q, n in served.items() if not n]
     code = 1 if idle else 0

@@ -13,16 +13,20 @@ from typing import TYPE_CHECKING
 from tether import _limits as limits
 from tether._appspec import load_app
 from tether._config import make_settings
-from tether._errors import ConfigError
+from tether._errors import AuthError, ConfigError
 from tether._events import Events
 from tether._logs import configure, worker_banner
+from tether._maintenance.deathwatch import take_token
 from tether._maintenance.maintainer import Maintainer
 from tether._worker.shutdown import Shutdown
 from tether._worker.startup import open_when_up
 from tether.stores._urls import redact
 
 if TYPE_CHECKING:
+    from tether._config import Settings
+    from tether._runtime import Runtime
     from tether._worker.worker import Worker
+    from tether.stores._contract import Store
 
 log = logging.getLogger("tether.cli")
 
@@ -91,6 +95,8 @@ def run_burst_cli(worker: Worker, strict: bool) -> int:
     from tether._worker.burst import run_burst, tally
 
     result = run_burst(worker)
+    if isinstance(worker.shutdown.fatal, AuthError):  # through tether://, a worker token
+        raise worker.shutdown.fatal
     counts = tally(worker.store, result.ran, worker.queues)
     later = counts.pop("left", 0)
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
@@ -105,30 +111,52 @@ def run_burst_cli(worker: Worker, strict: bool) -> int:
     return 0
 
 
+def maintenance_setup(args: argparse.Namespace) -> tuple[Runtime | None, Settings, str]:
+    """(the app's runtime or None, the maintenance settings, the store URL) for a command
+    that runs the reaper/pruner (``tether reaper``, ``tether server``): the app's settings
+    and URL when it is given (``--url`` still wins), else the defaults and ``$TETHER_URL``."""
+    from tether._cli.common import store_url
+
+    spec = args.target_app or getattr(args, "app", None) or os.environ.get("TETHER_APP")
+    lease_ttl = getattr(args, "lease_ttl", None)
+    if spec:
+        if lease_ttl is not None:
+            raise ConfigError("--lease-ttl is for running without an app; the app's settings "
+                              "give lease_ttl")
+        runtime = load_app(spec).runtime
+        url = args.url or (store_url() if runtime.implicit_url else runtime.url)
+        return runtime, runtime.settings, url
+    settings = make_settings(**({} if lease_ttl is None else {"lease_ttl": lease_ttl}))
+    return None, settings, args.url or store_url()
+
+
+def new_maintainer(store: Store, settings: Settings, runtime: Runtime | None,
+                   kind: str) -> tuple[Maintainer, bool]:
+    """A maintainer joining the workers' elections, named ``KIND:host:pid:id``; with the app,
+    its events and periodic schedules too. Also takes the process's liveness token (issue
+    #22) under that name, so that when this process dies its leadership passes at once: the
+    caller releases it (``store.release_liveness(maintainer.holder)``) when the second item
+    is True, after stopping the maintainer."""
+    holder = f"{kind}:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    token = take_token(store, holder, check_every=settings.death_check_interval,
+                       lease_ttl=settings.lease_ttl)
+    maintainer = Maintainer(store, holder, settings, runtime.events if runtime else Events(),
+                            schedules=runtime.registry.schedules() if runtime else ())
+    return maintainer, token
+
+
 def cmd_reaper(args: argparse.Namespace) -> int:
     """A standalone maintainer with the app's settings; joins the same elections as the
     workers' maintainers, and always reaps (even when the app disables reaping in workers
     with ``reaper_interval=0``: that is what this process is for)."""
-    from tether._cli.common import connect, store_url
+    from tether._cli.common import connect
 
-    spec = args.target_app or getattr(args, "app", None) or os.environ.get("TETHER_APP")
-    runtime = None
-    if spec:
-        if args.lease_ttl is not None:
-            raise ConfigError("--lease-ttl is for running without an app; the app's settings "
-                              "give lease_ttl")
-        runtime = load_app(spec).runtime
-        settings = runtime.settings
-        url = args.url or (store_url() if runtime.implicit_url else runtime.url)
-    else:
-        settings = make_settings(**({} if args.lease_ttl is None else
-                                    {"lease_ttl": args.lease_ttl}))
-        url = args.url or store_url()
+    runtime, settings, url = maintenance_setup(args)
+    if runtime is None:
         log.warning("no MODULE:APP given: running with the default settings (retention, "
                     "stall_grace, leader timing); give the app so they match the workers'")
     if args.no_election:
         settings = replace(settings, election=False)
-    holder = f"reaper:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
     shutdown = Shutdown(draining="stopping the reaper")
     restore = shutdown.install()
     try:
@@ -140,15 +168,17 @@ def cmd_reaper(args: argparse.Namespace) -> int:
     if store is None:
         restore()
         return 0
-    maintainer = Maintainer(store, holder, settings, runtime.events if runtime else Events(),
-                            schedules=runtime.registry.schedules() if runtime else ())
+    maintainer, token = new_maintainer(store, settings, runtime, "reaper")
     maintainer.start()
-    log.info("reaper %s started (election %s)", holder, "on" if settings.election else "off")
+    log.info("reaper %s started (election %s)", maintainer.holder,
+             "on" if settings.election else "off")
     try:
         while not shutdown.stopping and maintainer.alive:
             shutdown.changed.wait(0.5)
     finally:
         maintainer.stop()  # joins the loop, which releases leadership while the store is open
         restore()
+        if token:
+            store.release_liveness(maintainer.holder)
         store.close()
     return 0 if shutdown.stopping else 1

@@ -17,6 +17,12 @@ Invariants:
   depends on (``fingerprint.py``); every maintainer reads the current leaders
   (``Store.leader_get``) and logs at ERROR, once per change of leader, when they disagree with
   its own.
+* **Dead processes are found in a fraction of a second** (issue #22, ``deathwatch.py``): each
+  round that is due (every ``death_check_interval``) asks the store which liveness tokens
+  were released; a dead holder of one of our elections has its lease released through its
+  own fence, so the election runs at once in the same round, and the reap leader takes the
+  dead workers' jobs back in the same round too. A store (or URL) that cannot detect death
+  has no watch: the lease alone decides.
 * **It never dies of a store error**: every exception from one store call is logged and the
   call retried later; ``StoreGone`` and its own bugs stop the worker that hosts it, because a
   worker without its reaper would quietly break the recovery bound.
@@ -28,6 +34,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from tether import _clock as clock
 from tether._config import Settings
@@ -35,12 +42,13 @@ from tether._errors import StoreGone
 from tether._events import Events
 from tether._loop import Loop
 from tether._maintenance import fingerprint
+from tether._maintenance.deathwatch import DeathWatch, WatchedStore
 from tether._maintenance.leadership import LeaderElector, split_holder
 from tether._maintenance.pruner import Pruner
 from tether._maintenance.reaper import Reaper
 from tether._maintenance.scheduler import Scheduler
 from tether._periodic import Schedule
-from tether.stores._contract import Maintenance
+from tether.stores._contract import Liveness, Maintenance
 
 log = logging.getLogger("tether.maintainer")
 ELECTION = "maintenance"  # the reaper's (the name predates per-duty elections)
@@ -111,6 +119,11 @@ class Maintainer(Loop):
                 store, SCHEDULE_ELECTION, holder, events, ttl=settings.leader_lease,
                 retry=settings.leader_retry_every) if settings.election else None
             self.duties.append(Duty("schedule", SCHEDULE_ELECTION, {}, "", elector))
+        self.watch = DeathWatch(
+            cast(WatchedStore, store), events, [d.election for d in self.duties]
+        ) if (settings.death_check_interval > 0 and isinstance(store, Liveness)
+              and store.capabilities.detects_death) else None
+        self._next_watch = 0.0
         self._reported: dict[str, str] = {}  # election -> leader holder last reported
         self._housekeeper: threading.Thread | None = None
         self._next_house = self._next_reap = self._next_check = 0.0
@@ -173,6 +186,12 @@ class Maintainer(Loop):
         until the next of them is due."""
         now = clock.monotonic()
         due: list[float] = []
+        dead: tuple[str, ...] = ()
+        if self.watch is not None:
+            if now >= self._next_watch:
+                dead = self._watch_round(now)
+                self._next_watch = now + self.watch.next_in(self.settings.death_check_interval)
+            due.append(self._next_watch)
         for duty in self.duties:
             if duty.elector is not None:
                 if now >= duty.next_election:
@@ -186,11 +205,31 @@ class Maintainer(Loop):
             if now >= duty.next_run:
                 duty.next_run = clock.monotonic() + max(0.0, self._perform(duty))
             due.append(duty.next_run)
+        if dead and self.watch is not None and any(
+                d.name == "reap" and d.acting for d in self.duties):
+            self.watch.reap(dead)
         if self.settings.election and now >= self._next_check:
             self._next_check = now + CHECK_EVERY
             self.check_settings()
         wait = (min(due) - clock.monotonic()) if due else CHECK_EVERY
         return max(0.005, min(wait, self._next_check - clock.monotonic()))
+
+    def _watch_round(self, now: float) -> tuple[str, ...]:
+        """One death check: release the leases of dead leaders (their elections then run at
+        once, this round), and return the dead workers for the reap leader."""
+        assert self.watch is not None
+        found = self.watch.check()
+        for lead in found.leaders:
+            duty = next((d for d in self.duties if d.election == lead.name), None)
+            if duty is None or duty.elector is None:
+                continue
+            if split_holder(lead.holder)[0] == self.holder:
+                continue  # our own token looked released (a cut connection): not dead
+            if self.watch.release(lead):
+                duty.next_election = now
+        # Our own token looked released: its connection was cut, we are alive (it is being
+        # taken again); never reap ourselves.
+        return tuple(w for w in found.workers if w != self.holder)
 
     def _perform(self, duty: Duty) -> float:
         """Do one round of a duty; returns seconds until the next one."""

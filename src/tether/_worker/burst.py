@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from tether import _clock as clock
 from tether import _limits as limits
+from tether._errors import AuthError
 from tether._events import Event, Events
 from tether._loop import Loop
 
@@ -229,18 +230,32 @@ class IdleWatch(Loop):
         return POLL
 
     def failed(self, exc: Exception) -> float:
-        """The store is away: the worker copes; look again shortly."""
+        """The store is away: the worker copes; look again shortly. A refused token is not
+        an outage (through ``tether://`` the idle check lists jobs, which a worker token may
+        not): looking again would never end the burst, so it ends now, as failed."""
+        if isinstance(exc, AuthError):
+            self.worker.shutdown.force(f"burst: cannot tell when it is idle: {exc}", fatal=exc)
+            self.stop(0.0)
+            return 0.0
         return POLL
+
+
+#: Jobs read per round trip by :func:`tally` (at most ``limits.MAX_PAGE``).
+TALLY_PAGE = 1000
 
 
 def tally(store: Admin, ran: list[int], queues: Sequence[str]) -> dict[str, int]:
     """How the jobs a burst ran ended, by status, and (``"left"``) how many pending jobs are
     left in ``queues`` (retries in back-off, delayed jobs, paused queues)."""
     counts: dict[str, int] = {}
-    for job_id in ran:
-        job = store.get_job(job_id)
-        status = "deleted" if job is None else job.status
-        counts[status] = counts.get(status, 0) + 1
+    # A page of jobs per round trip, not one job: through tether:// a round trip per job
+    # made the tally of a long burst take as long as the burst.
+    for start in range(0, len(ran), TALLY_PAGE):
+        page = ran[start:start + TALLY_PAGE]
+        found = {job.id: job.status for job in store.get_jobs(page)}
+        for job_id in page:
+            status = found.get(job_id, "deleted")
+            counts[status] = counts.get(status, 0) + 1
     counts["left"] = sum(c.count for c in store.counts()
                          if c.status == "pending" and c.queue in queues)
     return counts

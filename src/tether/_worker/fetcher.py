@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from tether import _clock as clock
 from tether._config import Settings
-from tether._errors import StoreFull
+from tether._errors import AuthError, StoreFull
 from tether._loop import Loop
 from tether._worker.health import StoreHealth, classify, one_line, worth_logging
 from tether._worker.paused import PausedQueues
@@ -245,5 +245,8 @@ class Fetcher(Loop):
         level = logging.WARNING if transient else logging.ERROR
         if not worth_logging(streak):
             level = logging.DEBUG
+        # A refused token (tether://, revoked by a reload) is the server's one clear line: a
+        # traceback of the client's call stack would only bury it.
+        trace = not transient and streak == 1 and not isinstance(exc, AuthError)
         log.log(level, "fetching failed %d time(s) in a row (%s); retrying every %.1fs at most",
-                streak, one_line(exc), FETCH_BACKOFF_MAX, exc_info=not transient and streak == 1)
+                streak, one_line(exc), FETCH_BACKOFF_MAX, exc_info=trace)

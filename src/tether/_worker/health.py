@@ -39,6 +39,8 @@ SUSPECTS = {
     "redis": "Redis: the server or the network to it is down or frozen, or a long command or "
              "script blocks the server",
     "memory": "memory store: another thread holds its lock",
+    "tether": "the tether server: the server or the network to it is down or frozen, or the "
+              "store behind it is slow",
 }
 
 

@@ -18,6 +18,10 @@ Invariants:
   reported lost: the heartbeat took its snapshot of the leases before the completer's
   ``finish`` landed, so "not held" there means "finished by us", not "taken from us". If the
   outcome was in fact stale, the completer's fenced write says so.
+* :meth:`Heartbeater.nudge` (the store's signal, ``signals.py``) sends the next heartbeat now
+  instead of at the interval: the same fenced call, only sooner. A nudge that lands while a
+  heartbeat is in flight sends one more right after it (that one may have been read before
+  the change the signal is about).
 * No exception from one heartbeat call stops the loop (see ``health.py``); ``StoreGone``
   stops the worker.
 """
@@ -25,6 +29,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 
 from tether import _clock as clock
@@ -68,6 +73,7 @@ class Heartbeater(Loop):
         self.failures = 0
         self._streak = 0  # heartbeats failed in a row (only the first is logged at WARNING)
         self._in_flight_since: float | None = None  # when the pending heartbeat was sent
+        self._nudged = threading.Event()  # beat now (a signal), or stop
 
     def start(self) -> None:
         super().start()
@@ -80,8 +86,19 @@ class Heartbeater(Loop):
         super().stop(timeout)
         self.watch.join(max(0.0, deadline - clock.monotonic()))
 
+    def nudge(self) -> None:
+        """Send the next heartbeat now (thread-safe)."""
+        self._nudged.set()
+
+    def wake(self) -> None:
+        self._nudged.set()
+
     def round(self) -> float:
-        return self.run_once()
+        self._nudged.clear()  # a nudge from here on may concern what this beat reads
+        wait = self.run_once()
+        if not self.stopping:
+            self._nudged.wait(wait)
+        return 0.0
 
     def run_once(self) -> float:
         """Send one heartbeat; returns how long to wait before the next one."""

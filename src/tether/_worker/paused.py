@@ -3,7 +3,9 @@
 Pausing is an operator's switch (``tether pause QUEUE``) whose state lives in the store, so
 every worker on every machine sees it. The fetcher asks here before each claim; the paused set
 is re-read at most every ``every`` seconds (one small read, off the claim statement), so a
-pause takes effect within that time and the claim SQL stays exactly as it is. When the set
+pause takes effect within that time and the claim SQL stays exactly as it is. A pause also
+signals every worker (``signals.py``), which re-reads the set before its next claim: then a
+pause takes effect within the store's delivery time. When the set
 cannot be read, the last known one stands: a store hiccup neither pauses nor resumes anything.
 """
 
@@ -26,6 +28,10 @@ class PausedQueues:
         self.queues = list(queues)
         self.every = every
         self.paused: frozenset[str] = frozenset()
+        self._next = 0.0
+
+    def refresh(self) -> None:
+        """Re-read the paused set before the next claim (a pause signal; thread-safe)."""
         self._next = 0.0
 
     def active(self) -> list[str]:

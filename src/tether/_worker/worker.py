@@ -9,6 +9,8 @@ Threads and what each may touch:
   and one asyncio loop (``threads/``), or child processes (``processes/``, ``pool="process"``)
   driven by one supervisor and one reader thread per child;
 * heartbeater: its own store connection; renews every in-flight lease in one statement;
+* signals: long-polls the main store for a cancel of a job it holds or a pause, and then
+  brings the heartbeat forward (``signals.py``; the heartbeat still decides);
 * completer: writes outcomes in fenced batches;
 * deadlines: per-task timeouts; maintainer: reaper and pruner under leadership.
 
@@ -33,6 +35,7 @@ from tether import _clock as clock
 from tether._context import JobContext
 from tether._errors import ShuttingDown, StoreGone
 from tether._flow import parse_queues, slots_for
+from tether._maintenance.deathwatch import take_token
 from tether._maintenance.maintainer import Maintainer
 from tether._worker.completer import Completer
 from tether._worker.connections import open_stores
@@ -46,6 +49,7 @@ from tether._worker.pool import Pool, make_pool
 from tether._worker.poolconfig import make_pool_config
 from tether._worker.registry import Registry, Running
 from tether._worker.shutdown import Phase, Shutdown
+from tether._worker.signals import SignalWatch
 from tether._worker.startup import open_when_up
 from tether._worker.unknown import unknown_task_outcome
 from tether.stores._contract import JobRecord, Outcome, Store, WorkerInfo
@@ -63,7 +67,7 @@ FORCED_EXIT_WAIT = 2.0
 SIGNAL_CHECK_EVERY = 0.2
 #: The parts ``Worker._open`` builds, once the store answers.
 _STORE_PARTS = frozenset({"store", "_hb_store", "_maint_store", "health", "heartbeater",
-                          "completer", "pool", "maintainer", "pauses", "fetcher"})
+                          "completer", "pool", "maintainer", "pauses", "fetcher", "signals"})
 
 
 def new_worker_id() -> str:
@@ -83,6 +87,7 @@ class Worker:
     maintainer: Maintainer | None
     pauses: PausedQueues
     fetcher: Fetcher
+    signals: SignalWatch
 
     def __init__(
         self,
@@ -133,6 +138,7 @@ class Worker:
         self._unknown_warned: set[str] = set()  # task names warned about (once per name)
         self._exit_by = float("inf")  # forced stop: the monotonic time to be gone by
         self._opened = False
+        self._token = False  # holds a liveness token (issue #22)
         self._open_lock = threading.Lock()
         self.deadlines = Deadlines(self._fatal)
         self.timeouts = Timeouts(self.deadlines, self.registry, self._settle)
@@ -193,6 +199,7 @@ class Worker:
                 reap=self.settings.reaper_interval > 0,
                 schedules=self._periodic) if self._maint_store is not None else None
             self.pauses = PausedQueues(store, self.queues)
+            self.signals = SignalWatch(store, self.id, self._signalled, on_fatal=fatal)
             self.fetcher = Fetcher(store, self.id, self.queues, self.settings, self.registry,
                                    self.pool, self.shutdown, self.pauses, self.health,
                                    start=self._start, on_fatal=fatal,
@@ -223,11 +230,16 @@ class Worker:
             if not self.wait_for_store(install_signals=False):
                 return 0  # stopped before the store was reached: nothing was claimed
             self.pool.start()  # a process pool's children have imported the app before a claim
+            # The liveness token (issue #22) before the first claim and election: from now on
+            # this process's death is seen within death_check_interval, not at lease expiry.
+            self._token = take_token(self.store, self.id,
+                                     check_every=self.settings.death_check_interval,
+                                     lease_ttl=self.settings.lease_ttl)
             self.store.register_worker(WorkerInfo(
                 self.id, socket.gethostname(), os.getpid(), tuple(self.queues), self.concurrency))
             log.debug("worker %s registered (pool=%s, lease_ttl=%ss)", self.id, self.pool.kind,
                       self.settings.lease_ttl)
-            for part in (self.heartbeater, self.completer, self.maintainer):
+            for part in (self.signals, self.heartbeater, self.completer, self.maintainer):
                 if part is not None:
                     part.start()
             self.fetcher.start()
@@ -283,6 +295,7 @@ class Worker:
             return
         if self.shutdown.phase == Phase.RUNNING:
             self.shutdown.request("closing", signalled=False)
+        self.signals.stop(0.0)
         for part in (self.maintainer, self.heartbeater):
             if part is not None:
                 part.stop(min(5.0, self._left()))
@@ -290,6 +303,9 @@ class Worker:
         self.deadlines.stop()
         self.pool.stop()
         self._bounded(lambda: self.store.unregister_worker(self.id), "unregister the worker")
+        if self._token:  # last: its jobs are handed back; from now on it counts as dead
+            self._bounded(lambda: self.store.release_liveness(self.id),
+                          "release the liveness token")
         for s in (self._hb_store, self._maint_store):
             if s is not None:
                 self._bounded(s.close, "close a store connection")
@@ -319,6 +335,12 @@ class Worker:
             self.shutdown.force("the store is gone", fatal=exc)
             return
         self.shutdown.force(f"a worker thread died ({type(exc).__name__}: {exc})", fatal=exc)
+
+    def _signalled(self) -> None:
+        """The store signalled us (a cancel of a job we hold, or a pause): heartbeat now,
+        and re-read the paused set before the next claim (``signals.py``)."""
+        self.heartbeater.nudge()
+        self.pauses.refresh()
 
     def _notify(self) -> None:
         try:

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether import _clock as clock
+from tether._cli.common import live_workers
 from tether._cli.inspect import durability_warnings
 from tether._config import Settings
 from tether._flowview import Declared, limit_rows, slots_text
 from tether.dashboard._graph import svg, walk
-from tether.stores._contract import STATUSES, Admin, JobFilter, JobRecord, WorkerInfo
+from tether.stores._contract import STATUSES, Admin, JobFilter, JobRecord
 
 ELECTION = "maintenance"
 SOON = 10.0  # seconds: a lease expiring within this is "about to expire"
@@ -40,10 +41,6 @@ class Rates:
             return None, None
         minutes = (now - old[0]) / 60
         return max(0, done - old[1]) / minutes, max(0, failed - old[2]) / minutes
-
-
-def alive(worker: WorkerInfo, now: float, lease_ttl: float) -> bool:
-    return now - worker.last_seen <= lease_ttl
 
 
 def overview(store: Admin, settings: Settings, rates: Rates,
@@ -69,8 +66,10 @@ def overview(store: Admin, settings: Settings, rates: Rates,
     held: dict[str, int] = {}
     for j in running:
         held[j.locked_by or "?"] = held.get(j.locked_by or "?", 0) + 1
-    workers = [{"w": w, "live": alive(w, now, settings.lease_ttl), "held": held.get(w.id, 0),
-                "seen_ago": max(0.0, now - w.last_seen)} for w in store.list_workers()]
+    listed = store.list_workers()
+    live = live_workers(store, listed, now, settings.lease_ttl)  # dead at once (issue #22)
+    workers = [{"w": w, "live": live[w.id], "held": held.get(w.id, 0),
+                "seen_ago": max(0.0, now - w.last_seen)} for w in listed]
     expiring = sorted((j for j in running if j.lease_until is not None
                        and j.lease_until - now < SOON), key=lambda j: j.lease_until or 0)
     done = sum(grid.get((q["name"], "done"), 0) for q in queues)

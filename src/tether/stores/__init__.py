@@ -12,6 +12,7 @@ every store without an import circle.
 * ``sqlite:///relative.db`` / ``sqlite:////absolute/path.db`` (embedded default)
 * ``postgresql://user@host:5432/db?schema=tether`` (also ``postgres://``)
 * ``redis://host:6379/0?prefix=tether`` (also ``rediss://``)
+* ``tether://TOKEN@HOST:PORT[,HOST:PORT...]`` (a ``tether server``; ``tethers://`` for TLS)
 * ``memory://NAME`` (in-process, for tests and demos; stores of one NAME share data,
   ``memory://`` alone is private)
 """
@@ -57,6 +58,14 @@ def open_store(url: str, **options: Any) -> Store:
                 f"{redact(url)!r} needs the Redis client: pip install 'tether[redis]' ({exc})"
             ) from exc
         return RedisStore(url, **options)
+    if scheme in ("tether", "tethers"):
+        try:
+            from tether.stores._remote.store import RemoteStore
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ConfigError(
+                f"{redact(url)!r} needs the gRPC client: pip install 'tether[server]' ({exc})"
+            ) from exc
+        return RemoteStore(url, **options)
     if scheme == "memory":
         from tether.stores._memory.store import MemoryStore
 

@@ -79,19 +79,23 @@ not replay them).
 
 Roles: each caller names the one Protocol it needs, and a store implements all of them
 (:class:`Store`). :class:`Producer` is what applications enqueue, read, cancel and wait
-through; :class:`Leases` is a worker's lease path (claim, heartbeat, finish, the fenced
-writes, waking); :class:`Maintenance` is the maintainer's (reaping, pruning, leadership,
-periodic ticks); :class:`Admin` is the operator's tools (listings, search, purge, pause,
-dead-letter retry), a producer too; :class:`Lifecycle` creates and checks the schema. Every
-role has :class:`Basics` (the store's kind, capabilities and clock, ``info``, ``get_job``,
-``close``). A read two roles need (``paused_queues``, ``leader``, ``schedules``) is declared in
-both, with the same signature (the contract suite checks it).
+through; :class:`Leases` is a worker's lease path (claim, heartbeat, finish, the fenced writes,
+waking); :class:`Maintenance` is the maintainer's (reaping, pruning, leadership, periodic
+ticks); :class:`Liveness` is death detection (a worker's liveness token, the check for dead
+owners and the reap of their jobs: issue #22); :class:`Admin` is the operator's tools
+(listings, search, purge, pause, dead-letter retry), a producer too; :class:`Lifecycle` creates
+and checks the schema. Every role has :class:`Basics` (the store's kind, capabilities and
+clock, ``info``, ``get_job``, ``close``). A read two roles need (``paused_queues``, ``leader``,
+``schedules``) is declared in both, with the same signature (the contract suite checks it).
 
 Optional abilities are declared, never guessed: a store's ``capabilities``
 (:class:`~tether.stores._records.Capabilities`) say whether it is :class:`Transactional`, and
 :func:`transactional_enqueue` / :func:`transactional_finish` hand out that side only when they
 say so. A caller checks once and never catches ``TypeError`` to find out (which used to
-report a bad payload as a store that cannot enqueue in a transaction).
+report a bad payload as a store that cannot enqueue in a transaction). Likewise
+``capabilities.detects_death`` says whether the store can tell a dead process from a slow one
+(:class:`Liveness`); without it (or through ``tether://``) the lease alone decides, and
+``liveness_why_not`` says why.
 """
 
 from __future__ import annotations
@@ -107,6 +111,7 @@ from tether.stores._records import (
     TERMINAL,
     CancelResult,
     Capabilities,
+    DeadOwners,
     FailureReason,
     FlowLimit,
     FlowScope,
@@ -133,6 +138,7 @@ from tether.stores._roles import (
     Basics,
     Leases,
     Lifecycle,
+    Liveness,
     Maintenance,
     Producer,
 )
@@ -148,6 +154,7 @@ __all__ = [
     "Basics",
     "CancelResult",
     "Capabilities",
+    "DeadOwners",
     "FailureReason",
     "FlowLimit",
     "FlowScope",
@@ -160,6 +167,7 @@ __all__ = [
     "Lease",
     "Leases",
     "Lifecycle",
+    "Liveness",
     "Maintenance",
     "NewJob",
     "Outcome",
@@ -179,13 +187,13 @@ __all__ = [
 
 
 @runtime_checkable
-class Store(Lifecycle, Admin, Producer, Leases, Maintenance, Protocol):
+class Store(Lifecycle, Admin, Producer, Leases, Maintenance, Liveness, Protocol):
     """One storage engine: every role (an Admin is also a Producer). What opens a store
     (``open_store``) hands out."""
 
 
 #: Every role, in the order of this module: a store implements each (the contract suite).
-ROLES: tuple[type, ...] = (Basics, Lifecycle, Producer, Leases, Maintenance, Admin)
+ROLES: tuple[type, ...] = (Basics, Lifecycle, Producer, Leases, Maintenance, Liveness, Admin)
 
 
 @runtime_checkable

@@ -294,6 +294,22 @@ class Reaped:
 
 
 @dataclass(frozen=True, slots=True)
+class DeadOwners:
+    """What one :meth:`~tether.stores._roles.Liveness.dead_owners` check found (issue #22).
+
+    ``workers``: worker ids whose liveness token is released (their process is gone) and that
+    may still hold running jobs: every such owner of a running job is listed; a dead worker
+    whose jobs a ``reap_dead`` already took back may be left out (a store may also list one
+    that holds nothing). ``leaders``: the current leases, among the elections asked about,
+    whose holder's token is released (the holder is the part of the stored holder string
+    before its settings tag).
+    """
+
+    workers: tuple[str, ...] = ()
+    leaders: tuple[Leadership, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class RetryResult:
     """What a dead-letter retry did.
 
@@ -398,3 +414,9 @@ class Capabilities:
     enqueue_in_transaction: bool = False
     complete_in_transaction: bool = False
     why_not: str = ""
+    #: The :class:`tether.stores._roles.Liveness` ability (issue #22): the store can tell a
+    #: worker process that died from one that is slow, so a dead process's jobs come back at
+    #: once instead of when their leases run out. False: the lease alone decides, and
+    #: ``liveness_why_not`` says why (a worker logs it once at start).
+    detects_death: bool = False
+    liveness_why_not: str = ""

@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from tether.stores._records import (
     CancelResult,
     Capabilities,
+    DeadOwners,
     FlowLimit,
     HeartbeatResult,
     JobFilter,
@@ -38,7 +39,10 @@ from tether.stores._records import (
     WorkerInfo,
 )
 
-__all__ = ["Admin", "AsyncProducer", "Basics", "Leases", "Lifecycle", "Maintenance", "Producer"]
+__all__ = [
+    "Admin", "AsyncProducer", "Basics", "Leases", "Lifecycle", "Liveness", "Maintenance",
+    "Producer",
+]
 
 
 @runtime_checkable
@@ -116,7 +120,8 @@ class Producer(Basics, Protocol):
     def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
         """pending or waiting → cancelled at once ("cancelled"; its waiting descendants are
         cancelled with it, invariant 6); running → cancel_requested set ("requested", the
-        holder learns it at its next heartbeat); terminal → "finished".
+        holder learns it at its next heartbeat, which the same write brings forward by
+        signalling the holder: see ``Leases.wait_for_signal``); terminal → "finished".
         Raises JobNotFound for an unknown id."""
         ...
 
@@ -231,6 +236,20 @@ class Leases(Basics, Protocol):
         """Wake waiters of ``queues`` (used after reaping or handing leases back)."""
         ...
 
+    def wait_for_signal(self, owner: str, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds until something may concern worker ``owner``: a
+        cancel requested for a job it holds, or a queue paused. True when signalled.
+
+        A long poll (issue #22): the worker answers a signal with an early heartbeat, which
+        alone says what changed (``cancel_requested``) and stays fenced; this only shortens
+        the wait for it from up to ``heartbeat_every`` to the store's delivery time. So
+        spurious wake-ups are allowed, and a missed signal costs latency, never correctness.
+        The first call for an ``owner`` returns True as soon as the store listens for it
+        (what came before was not watched: one heartbeat covers it). Never raises for
+        connection trouble: a wait cut short by it returns True (the heartbeat then says
+        what the store says)."""
+        ...
+
     def paused_queues(self) -> list[str]:
         """The paused queues, sorted (a worker claims from the others)."""
         ...
@@ -335,6 +354,71 @@ class Maintenance(Basics, Protocol):
 
 
 @runtime_checkable
+class Liveness(Basics, Protocol):
+    """Death detection (issue #22): a worker process holds a *liveness token* that the
+    operating system or the store's server releases when the process dies, and not before, so
+    the maintenance leader can take a dead process's jobs back at once instead of waiting for
+    their leases (which must stay long enough to ride out a pause, a GC stall or a partition).
+
+    Rules every store keeps:
+
+    * **A token is released only by death or by** :meth:`release_liveness`: a paused
+      (SIGSTOPped) or hung process keeps it, so its jobs stay leased until the lease says
+      otherwise. What releases it is the store's own evidence (a connection the server sees
+      close, a file lock the kernel drops), never a timeout.
+    * **No token, never dead.** A worker that never took one (an older release, a worker
+      behind the remote-worker server, a store or URL that cannot hold one) is never named by
+      :meth:`dead_owners` or :meth:`dead_workers`: the lease alone decides for it.
+    * **The "no liveness" answer.** A store that cannot detect death declares
+      ``capabilities.detects_death = False`` with ``liveness_why_not``; then
+      :meth:`take_liveness` returns False and takes nothing, :meth:`dead_owners` finds
+      nothing, :meth:`dead_workers` names nobody and :meth:`reap_dead` reaps nothing. A store
+      that declares the ability may still answer False for one URL (PostgreSQL through a
+      transaction pooler without a ``direct=`` session connection: the capabilities of that
+      store object say so).
+    * **The reap of a dead owner is the stall path**: :meth:`reap_dead` is
+      :meth:`Maintenance.reap_expired` with the jobs selected by owner instead of by expiry:
+      the same stall rule, error record (:data:`~tether.stores._records.REAPED_ERROR`, reason
+      ``stalled``), wake-ups, ``P:done``/NOTIFY announcements, fences and invariant 6, in one
+      set-based write; only jobs still ``running`` under that owner are touched, so a job the
+      owner finished, or that someone else re-claimed, is left alone.
+    """
+
+    def take_liveness(self, worker_id: str) -> bool:
+        """Take this process's liveness token for ``worker_id`` (fresh per process start), held
+        until :meth:`release_liveness` or the process dies. True when taken (again: a repeat
+        is a no-op); False when this store cannot detect death (the "no liveness" answer:
+        ``capabilities.liveness_why_not`` says why). Take it before the first claim."""
+        ...
+
+    def release_liveness(self, worker_id: str) -> None:
+        """Give the token up as the process's death would: from now on ``worker_id`` counts as
+        dead, and any job it still holds is reaped at the next check. A worker calls it last,
+        after it handed its jobs back. A no-op for a token this process does not hold."""
+        ...
+
+    def dead_owners(self, elections: Sequence[str] = ()) -> DeadOwners:
+        """One cheap check (one query, one command, or a lock probe per token): the workers
+        whose token is released that may hold running jobs, and the current leases of
+        ``elections`` whose holder's token is released (see :class:`DeadOwners`)."""
+        ...
+
+    def dead_workers(self, worker_ids: Sequence[str]) -> frozenset[str]:
+        """Which of ``worker_ids`` are provably dead (took a token that is now released):
+        what ``tether stats`` and the dashboard show."""
+        ...
+
+    def reap_dead(
+        self, owners: Sequence[str], *, now: float | None = None, limit: int = 1000
+    ) -> list[Reaped]:
+        """Take back at most ``limit`` running jobs whose ``locked_by`` is one of ``owners``
+        (which the caller found dead with :meth:`dead_owners`), by the stall rule, exactly as
+        :meth:`Maintenance.reap_expired` does for expired leases. An owner all of whose jobs
+        this call took back may be left out of later :meth:`dead_owners` answers."""
+        ...
+
+
+@runtime_checkable
 class Admin(Producer, Protocol):
     """The operator's tools (CLI, dashboard, metrics): a producer that also lists, searches,
     purges, pauses and retries. Nothing here is on the lease hot path."""
@@ -385,7 +469,8 @@ class Admin(Producer, Protocol):
 
     def pause_queue(self, queue: str) -> bool:
         """Mark ``queue`` paused (workers stop claiming from it; running jobs go on).
-        True when it was not paused before."""
+        True when it was not paused before. Signals every worker (``wait_for_signal``), so
+        they re-read the paused set at once rather than at their next periodic read."""
         ...
 
     def resume_queue(self, queue: str) -> bool:

@@ -3,9 +3,10 @@ passwords kept out of every message and display.
 
 Invariant: no password a user wrote into a store URL ever reaches an error message or a log
 line. It may sit in the netloc (``user:pw@host``), in a query parameter (``?password=pw``), in
-a URL of a scheme we do not know, or in a libpq ``key=value`` string; :func:`redact` covers all
-of them, and :func:`scrub` removes them from any text built from such a string (a driver's
-error message may quote parts of it).
+a URL of a scheme we do not know, or in a libpq ``key=value`` string; in a ``tether://`` or
+``tethers://`` URL the whole user info is the secret (``tether://TOKEN@host:port``).
+:func:`redact` covers all of them, and :func:`scrub` removes them from any text built from
+such a string (a driver's error message may quote parts of it).
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ _KV_SECRET = re.compile(
     rf"(?P<key>\b(?:{_KEYS})\s*=\s*)(?P<value>'(?:[^'\\]|\\.)*'|[^\s']+)", re.IGNORECASE
 )
 _MASK = "***"
+#: Schemes whose whole user info is a secret (a ``tether server`` token, no user name).
+_TOKEN_SCHEMES = ("tether://", "tethers://")
+
+
+def _token_scheme(url: str) -> bool:
+    return url[:10].lower().startswith(_TOKEN_SCHEMES)
 
 
 #: What to tell a user whose URL did not parse cleanly: almost always a password holding a
@@ -91,8 +98,8 @@ def _netloc_password(url: str) -> str | None:
         return None
     start, end, is_clean = found
     userinfo = url[start:end]
-    if not is_clean:
-        return userinfo  # all of it: where the password starts and ends is unknown
+    if not is_clean or _token_scheme(url):
+        return userinfo  # all of it: unclean, or a token (the whole user info is secret)
     if ":" not in userinfo:
         return None
     return userinfo.split(":", 1)[1]
@@ -110,7 +117,7 @@ def redact(url: str) -> str:
     if found is not None:
         start, end, is_clean = found
         userinfo = url[start:end]
-        if not is_clean:
+        if not is_clean or (userinfo and _token_scheme(url)):
             url = f"{url[:start]}{_MASK}{url[end:]}"
         elif ":" in userinfo:
             url = f"{url[:start]}{userinfo.split(':', 1)[0]}:{_MASK}{url[end:]}"

@@ -11,9 +11,10 @@ Invariants:
   fenced store call and replies accepted or rejected (``current_job()`` works unchanged).
 * It never outlives its parent, nor does anything its handlers started: it leads its own
   process group, and when its worker dies it SIGKILLs that group, itself included
-  (``groups.watch_parent``: a thread blocked on a pidfd of the parent), so a killed worker
-  leaves no handler or subprocess running unfenced; end of file on its pipe ends it between
-  attempts.
+  (``groups.watch_parent``: a thread blocked on a pidfd of the parent; and, for a handler
+  that holds the GIL in a C call, ``groups.guard_group``: a forked process of the group that
+  needs no GIL of ours), so a killed worker leaves no handler or subprocess running
+  unfenced; end of file on its pipe ends it between attempts.
 * Stopping it is the parent's decision, and the parent has already decided that attempt's
   outcome: it sends a ``stop`` message (the reason) and SIGTERM; the SIGTERM handler reads the
   reason, sets ``current_job().cancelled`` / ``stop_reason``, and raises SystemExit in the
@@ -315,6 +316,7 @@ class ChildLoop:
 def main(argv: list[str] | None = None) -> int:
     fd_in, fd_out, parent = (int(x) for x in (argv or sys.argv[1:])[:3])
     os.environ[CHILD_ENV] = str(os.getpid())
+    groups.guard_group(parent)  # first: the fork must copy a process of one thread
     groups.watch_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for fd in (fd_in, fd_out):

@@ -16,7 +16,12 @@ Two rules keep that safe and complete:
 * **A child whose worker died ends its group itself.** Nobody else will: ``PR_SET_PDEATHSIG``
   signals only the child. The child watches its parent (:func:`watch_parent`: a thread
   blocked on a pidfd) and SIGKILLs its own group, itself included, the moment the parent is
-  gone.
+  gone. That thread needs the GIL, which a handler inside a C call may hold for as long as
+  the call lasts (issue #22: such a handler outlived its killed worker and ran beside the
+  job's next attempt). So the child also forks, before it starts any thread or imports the
+  app, a *guard* (:func:`guard_group`): a process of the group, holding nothing of the
+  child's (no pipe, no stdio), blocked on pidfds of the worker and of the child. It SIGKILLs
+  the group when the worker is gone, and exits when the child is.
 
 What escapes: a process that leaves the group on purpose (``setsid``, ``setpgid``, a
 double-forked daemon) is no longer the child's; docs/guarantees.md says so.
@@ -33,7 +38,8 @@ from typing import NoReturn
 
 from tether import _clock as clock
 
-__all__ = ["end_own_group", "kill_group", "orphaned", "wait_exited", "watch_parent"]
+__all__ = ["end_own_group", "guard_group", "kill_group", "orphaned", "wait_exited",
+           "watch_parent"]
 
 #: Exit status of a child that found its worker gone.
 PARENT_GONE = 70
@@ -129,6 +135,60 @@ def watch_parent(parent: int) -> None:
         end_own_group()
 
     threading.Thread(target=watch, name="tether-parent-watch", daemon=True).start()
+
+
+def guard_group(parent: int) -> int | None:
+    """Fork this child's guard (see the module doc); returns its pid, None when it cannot
+    (no pidfds or no fork: :func:`watch_parent` alone then). Call it first thing, while the
+    process has one thread: a fork copies only the calling thread."""
+    me = os.getpid()
+    if os.getpgrp() != me or not hasattr(os, "fork"):
+        return None  # not a group leader: the group is not ours to end
+    parent_fd = _pidfd(parent)
+    own_fd = _pidfd(me) if parent_fd is not None else None
+    if parent_fd is None or own_fd is None:
+        if parent_fd is not None:
+            os.close(parent_fd)
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        pid = -1
+    if pid == 0:
+        _guard(parent_fd, own_fd)
+    os.close(parent_fd)
+    os.close(own_fd)
+    return pid if pid > 0 else None
+
+
+def _guard(parent_fd: int, child_fd: int) -> NoReturn:
+    """The guard's whole life: hold nothing of the child's, wait for the worker's or the
+    child's end, and on the worker's SIGKILL the group. Never returns."""
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a stop of the group ends it too
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        keep = {0, 1, 2, parent_fd, child_fd}
+        for name in os.listdir("/proc/self/fd") if os.path.isdir("/proc/self/fd") else ():
+            fd = int(name)
+            if fd not in keep:  # the child's pipes above all: its worker must see their EOF
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        poller = select.poll()
+        poller.register(parent_fd, select.POLLIN)
+        poller.register(child_fd, select.POLLIN)
+        while True:
+            ready = {fd for fd, _ in poller.poll(None)}
+            if parent_fd in ready:  # the worker is gone: its child's handlers must go too
+                kill_group(os.getpgrp(), signal.SIGKILL)
+            if ready:
+                break
+    finally:
+        os._exit(0)
 
 
 def _death_signal(sig: signal.Signals) -> None:

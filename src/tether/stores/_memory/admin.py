@@ -129,6 +129,8 @@ class MemoryAdmin:
             if queue in db.paused:
                 return False
             db.paused[queue] = db.now()
+            db.signal(None)  # every worker re-reads the paused set now (wait_for_signal)
+            db.changed()
             return True
 
     def resume_queue(self, queue: str) -> bool:

@@ -227,6 +227,7 @@ class MemoryLeases:
     def unregister_worker(self, worker_id: str) -> None:
         with self._db.tx() as db:
             db.workers.pop(worker_id, None)
+            db.signals.pop(worker_id, None)
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
         """Woken by any change to the data (enqueue, release, reap, retry, resume, notify).
@@ -250,6 +251,25 @@ class MemoryLeases:
                 return self._shared is not None
             finally:
                 self._local.seen = db.generation
+
+    def wait_for_signal(self, owner: str, timeout: float) -> bool:
+        """Woken by a cancel of a job ``owner`` holds or a pause (``Shared.signal``)."""
+        db = self._shared
+        if db is None:
+            return False
+        deadline = clock.monotonic() + max(0.0, timeout)
+        with db.lock:
+            if owner not in db.signals:
+                db.signals[owner] = False
+                return True  # watched from now on: what came before is the heartbeat's
+            while not db.signals.get(owner, True) and self._shared is not None:
+                remaining = deadline - clock.monotonic()
+                if remaining <= 0:
+                    return False
+                db.lock.wait(remaining)
+            if owner in db.signals:
+                db.signals[owner] = False
+            return True
 
     def notify(self, queues: Sequence[str]) -> None:
         db = self._shared

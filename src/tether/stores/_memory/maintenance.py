@@ -12,10 +12,35 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tether.stores._contract import REAPED_ERROR, JobStatus, Leadership, Reaped
+from tether.stores._contract import REAPED_ERROR, JobRecord, JobStatus, Leadership, Reaped
 from tether.stores._memory.rules import error_record
 from tether.stores._memory.state import REQUEST_TTL, Shared
 from tether.stores._opsargs import check_prune
+
+
+def stall(db: Shared, jobs: list[JobRecord], t: float) -> list[Reaped]:
+    """The stall rule applied to running ``jobs`` (under ``db``'s lock): what the reaper and
+    the reap of a dead owner (``liveness.py``) both do."""
+    reaped = []
+    for job in jobs:
+        stalls = job.stall_count + 1
+        status: JobStatus
+        if job.cancel_requested:
+            status, reason = "cancelled", job.failure_reason
+        elif stalls < job.max_stalls and job.failures + stalls < job.max_attempts:
+            status, reason = "pending", job.failure_reason
+        else:
+            status, reason = "failed", "stalled"
+        db.put(replace(
+            job, stall_count=stalls, status=status, failure_reason=reason,
+            finished_at=job.finished_at if status == "pending" else t,
+            last_error=REAPED_ERROR,
+            errors=error_record(job, REAPED_ERROR, "stalled", t),
+            locked_by=None, lease_until=None, lease_token=None))
+        reaped.append(Reaped(job.id, job.attempt, job.locked_by or "", status, stalls))
+    if reaped:
+        db.changed()
+    return reaped
 
 
 class MemoryMaintenance:
@@ -38,25 +63,7 @@ class MemoryMaintenance:
             expired = sorted((db.jobs[i] for i in db.running
                               if (db.jobs[i].lease_until or 0.0) < cutoff),
                              key=lambda j: (j.lease_until or 0.0, j.id))[:limit]
-            reaped = []
-            for job in expired:
-                stalls = job.stall_count + 1
-                status: JobStatus
-                if job.cancel_requested:
-                    status, reason = "cancelled", job.failure_reason
-                elif stalls < job.max_stalls and job.failures + stalls < job.max_attempts:
-                    status, reason = "pending", job.failure_reason
-                else:
-                    status, reason = "failed", "stalled"
-                db.put(replace(
-                    job, stall_count=stalls, status=status, failure_reason=reason,
-                    finished_at=job.finished_at if status == "pending" else t,
-                    last_error=REAPED_ERROR,
-                    errors=error_record(job, REAPED_ERROR, "stalled", t),
-                    locked_by=None, lease_until=None, lease_token=None))
-                reaped.append(Reaped(job.id, job.attempt, job.locked_by or "", status, stalls))
-            if reaped:
-                db.changed()
+            reaped = stall(db, expired, t)
         return sorted(reaped, key=lambda r: r.job_id)
 
     def next_lease_expiry(self) -> float | None:

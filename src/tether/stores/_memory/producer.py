@@ -73,6 +73,7 @@ class MemoryProducer:
                 return "cancelled"
             if job.status == "running":
                 db.put(replace(job, cancel_requested=True))
+                db.signal(job.locked_by)  # its holder heartbeats now (wait_for_signal)
                 db.changed()
                 return "requested"
             return "finished"

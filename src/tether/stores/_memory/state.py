@@ -74,7 +74,13 @@ class Shared:
         self.requests: dict[tuple[str, str], tuple[list[int], float]] = {}
         self.leaders: dict[str, tuple[str | None, int, float]] = {}
         self.workers: dict[str, WorkerInfo] = {}
+        #: Liveness tokens (issue #22): worker id -> "live", "dead" (released) or "reaped"
+        #: (dead, and its jobs were all taken back).
+        self.tokens: dict[str, str] = {}
         self.paused: dict[str, float] = {}
+        #: worker id -> a signal came since its last ``wait_for_signal`` (issue #22); only
+        #: workers that wait for signals are keys.
+        self.signals: dict[str, bool] = {}
         self.schedules: dict[str, ScheduleState] = {}
         self._watchers: list[Callable[[], None]] = []
 
@@ -100,6 +106,13 @@ class Shared:
         self.lock.notify_all()
         for watcher in list(self._watchers):
             watcher()
+
+    def signal(self, owner: str | None) -> None:
+        """Signal worker ``owner`` (None: every worker) that a heartbeat is worth sending
+        now; waiters wake with the next :meth:`changed` (call with the lock held)."""
+        for key in self.signals:
+            if owner is None or key == owner:
+                self.signals[key] = True
 
     def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` (it must not block) on every change; returns the unsubscriber."""

@@ -14,11 +14,12 @@ in ``lease.py``):
 * **The store's clock** is :func:`tether._clock.wall` plus :meth:`MemoryStore.advance`'s offset;
   every time-dependent method takes an explicit ``now``.
 
-The class is assembled from one mixin per role, each in the file every store package names
-the same way: ``producer.py`` (Producer; its async half in ``aio.py``), ``lease.py`` (Leases),
-``maintenance.py`` and ``schedules.py`` (Maintenance), ``admin.py`` (Admin); job dependencies
-(issue #20) are ``links.py``'s, applied by ``state.py`` whenever a row ends. There is no
-schema, so this module holds the Lifecycle role itself, with what every role shares.
+The class is assembled from one mixin per role, each in the file every store package names the
+same way: ``producer.py`` (Producer; its async half in ``aio.py``), ``lease.py`` (Leases),
+``maintenance.py`` and ``schedules.py`` (Maintenance), ``admin.py`` (Admin), ``liveness.py``
+(Liveness); job dependencies (issue #20) are ``links.py``'s, applied by ``state.py`` whenever a
+row ends. There is no schema, so this module holds the Lifecycle role itself, with what every
+role shares.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import threading
 from tether.stores._contract import Capabilities, StoreInfo
 from tether.stores._memory.admin import MemoryAdmin
 from tether.stores._memory.lease import MemoryLeases
+from tether.stores._memory.liveness import MemoryLiveness
 from tether.stores._memory.maintenance import MemoryMaintenance
 from tether.stores._memory.producer import MemoryProducer
 from tether.stores._memory.schedules import MemorySchedules
@@ -45,7 +47,8 @@ def parse_name(url: str) -> str | None:
     return name or None
 
 
-class MemoryStore(MemoryProducer, MemoryLeases, MemoryMaintenance, MemorySchedules, MemoryAdmin):
+class MemoryStore(MemoryProducer, MemoryLeases, MemoryMaintenance, MemorySchedules, MemoryAdmin,
+                  MemoryLiveness):
     """In-process implementation of :class:`tether.stores._contract.Store`. Thread-safe.
 
     Stores opened with the same ``memory://NAME`` in one process share their jobs (a worker
@@ -54,7 +57,8 @@ class MemoryStore(MemoryProducer, MemoryLeases, MemoryMaintenance, MemorySchedul
 
     kind = "memory"
     #: No transactional enqueue or completion: there is no database a caller shares.
-    capabilities = Capabilities()
+    #: Death detection by explicit release only: no other process shares the data.
+    capabilities = Capabilities(detects_death=True)
 
     def __init__(self, url: str = "memory://") -> None:
         self.url = url

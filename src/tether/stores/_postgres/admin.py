@@ -101,7 +101,7 @@ class PostgresAdmin(Plumbing):
     def pause_queue(self, queue: str) -> bool:
         limits.check_text(queue, "queue", limit=limits.MAX_NAME)
         self._ensure_paused_table()
-        return bool(self._rows("pause_queue", {"queue": queue}))
+        return bool(self._rows("pause_queue", {"queue": queue, "signal": self.signal_channel}))
 
     def resume_queue(self, queue: str) -> bool:
         limits.check_text(queue, "queue", limit=limits.MAX_NAME)

@@ -116,7 +116,8 @@ class PostgresAsyncProducer:
         limits.check_job_id(job_id)
         rows = await self._rows("cancel", {"id": job_id, "now": None,
                                            "done": self._connector.done_channel,
-                                           "channel": self._channel})
+                                           "channel": self._channel,
+                                           "signal": self._connector.signal_channel})
         if not rows:
             raise JobNotFound(job_id)
         return cast(CancelResult, rows[0][0])

@@ -92,6 +92,8 @@ class Connector:
         self.channel = f"{self.schema}_jobs"
         #: wait_for_finish's channel: ids of jobs that became terminal (same length as above).
         self.done_channel = f"{self.schema}_done"
+        #: wait_for_signal's channel: the worker a cancel concerns, '*' for a pause (issue 22).
+        self.signal_channel = f"{self.schema}_signal"
         #: The advisory lock key that says "a finish waiter listens" (queries.sql, finish).
         self.done_key = zlib.crc32(self.done_channel.encode())
         #: The advisory lock key that says "a worker waits idle" (producers.sql, enqueue_one).

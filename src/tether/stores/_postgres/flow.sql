@@ -4,11 +4,11 @@
 
 -- name: flow_claim
 -- The whole limited claim in one statement and one round trip: the server function of
--- migration 0007 takes the advisory lock, answers a replay, counts, chooses and grants (its
--- statements say why each is shaped so). Run in autocommit, this statement is its own
--- transaction, so the lock is released by its commit (nothing outlives it: fine behind
--- PgBouncer's transaction pooling). The function returns whole job rows; they are spelled
--- here like every claim's, in claim order.
+-- migration 0007 (redefined by 0009: its usual case is one statement) takes the advisory
+-- lock, answers a replay, counts, chooses and grants (its statements say why each is shaped
+-- so). Run in autocommit, this statement is its own transaction, so the lock is released by
+-- its commit (nothing outlives it: fine behind PgBouncer's transaction pooling). The function
+-- returns whole job rows; they are spelled here like every claim's, in claim order.
 SELECT id, task, queue, payload, status, priority, extract(epoch FROM run_at)::float8,
        attempt, max_attempts, failures, stall_count, max_stalls, interruptions, locked_by,
        extract(epoch FROM lease_until)::float8, extract(epoch FROM created_at)::float8,

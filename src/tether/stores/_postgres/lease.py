@@ -189,11 +189,16 @@ class PostgresLeases(Plumbing):
 
     def unregister_worker(self, worker_id: str) -> None:
         self._rows("unregister_worker", {"id": worker_id})
+        self._listener.forget_signals(worker_id)
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
         """Never raises: the listening connection reconnects in the background, and its
         return after an outage counts as a wake-up."""
         return self._listener.wait(queues, timeout)
+
+    def wait_for_signal(self, owner: str, timeout: float) -> bool:
+        """Never raises, like wait_for_jobs: on the same listening connection."""
+        return self._listener.wait_signal(owner, timeout)
 
     def notify(self, queues: Sequence[str]) -> None:
         if queues:

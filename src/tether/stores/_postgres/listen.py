@@ -36,6 +36,13 @@ key exclusively. A waiter claims before it waits, and a job enqueued between tha
 moment the key is (re)taken was not notified; so a wait returns True (claim again) as soon as it
 sees the key taken anew since its thread's previous wait ended. While the key is not held the
 thread reads in short ticks, so a worker that goes idle gets it within about 50 ms.
+
+The same connection LISTENs on ``<schema>_signal`` for ``wait_for_signal`` (issue #22) once a
+worker waits for signals: a cancel of a running job sends its holder's id there, a pause
+``'*'``. A signal only brings the worker's heartbeat forward, so nothing gates it (cancels and
+pauses are rare) and a lost one costs latency: an owner's first wait returns True once the
+channel is listened to (its heartbeat then covers what came before), and so does every wait
+after a re-connection.
 """
 
 from __future__ import annotations
@@ -117,6 +124,9 @@ class Listener:
         self._seen = threading.local()  # .epoch: the key's epoch when this thread last waited
         self._generation = 0  # bumped on every re-connection after a loss
         self._missed = False  # a re-connection no waiter has been told about yet
+        self._signals: dict[str, bool] = {}  # owner -> signalled since its last wait
+        self._signal_used = False  # wait_signal was called: LISTEN on the signal channel
+        self._signal_ready = threading.Event()  # ... and it is listened to now
         self._closed = False
         self._thread: threading.Thread | None = None
         self._first_attempt = threading.Event()
@@ -158,6 +168,55 @@ class Listener:
                 self._jobs_waiting -= 1
                 self._jobs_keep_until = clock.monotonic() + JOBS_LINGER
                 self._seen.epoch = self._jobs_epoch if self._jobs_held else None
+
+    # -- signals (wait_for_signal) --------------------------------------------------------------
+    def wait_signal(self, owner: str, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds for a signal to ``owner`` (or one to every worker,
+        or a re-connection). An owner's first call returns True once the channel is listened
+        to (False if it is not within ``timeout``)."""
+        deadline = clock.monotonic() + max(0.0, timeout)
+        self._signal_used = True
+        self._start()
+        with self._cond:
+            first = owner not in self._signals
+            if first:
+                self._signals[owner] = False
+        if first:
+            if self._signal_ready.wait(max(0.0, deadline - clock.monotonic())):
+                return True
+            with self._cond:  # not listening yet: the next call is a first call again
+                self._signals.pop(owner, None)
+            return False
+        with self._cond:
+            while not self._closed:
+                if self._signals.get(owner, False):
+                    self._signals[owner] = False
+                    return True
+                remaining = deadline - clock.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return False
+
+    def forget_signals(self, owner: str) -> None:
+        """``owner`` waits no more (its worker unregistered)."""
+        with self._cond:
+            self._signals.pop(owner, None)
+
+    def _signalled(self, payload: str) -> None:
+        """File a notification of the signal channel (caller holds the lock)."""
+        for owner in self._signals:
+            if payload in ("*", owner):
+                self._signals[owner] = True
+
+    def _sync_signal(self, conn: Conn, signal_on: bool) -> bool:
+        """LISTEN on the signal channel once someone waits for signals (never given up)."""
+        if self._signal_used and not signal_on:
+            channel = sql.Identifier(self._connector.signal_channel)
+            conn.execute(sql.SQL("LISTEN {}").format(channel))
+            self._signal_ready.set()
+            return True
+        return signal_on
 
     # -- finish waiters (wait_for_finish) --------------------------------------------------------
     def ready(self) -> bool:
@@ -251,6 +310,7 @@ class Listener:
         lost = False
         done_on = False  # this connection LISTENs on the done channel
         locked = False  # ... and holds the done key's shared advisory lock (queries.sql)
+        signal_on = False  # this connection LISTENs on the signal channel
         try:
             while not self._stop.is_set():
                 if conn is None:
@@ -269,10 +329,12 @@ class Listener:
                             self._generation += 1
                             self._missed = True
                             self._wake_all_finish_waiters()  # finishes may have been missed
+                            self._signalled("*")  # and so may signals
                             self._cond.notify_all()
                 try:
                     done_on, locked = self._sync_done(conn, done_on, locked)
                     self._sync_jobs(conn)
+                    signal_on = self._sync_signal(conn, signal_on)
                     self._first_attempt.set()  # LISTENing, and the key tried if a waiter came
                     # Each notification is filed the moment it arrives (the generator yields as
                     # they come); the timeout only bounds how long close() waits for us (and,
@@ -284,10 +346,13 @@ class Listener:
                         with self._cond:
                             if note.channel == self._connector.done_channel:
                                 self._finished(note.payload)
+                            elif note.channel == self._connector.signal_channel:
+                                self._signalled(note.payload)
                             elif note.payload:  # '' is a waiter's poke (see module doc)
                                 self._stash.add(note.payload)
                             self._cond.notify_all()
-                        if self._want_done() != done_on or self._want_jobs() != self._jobs_held:
+                        if (self._want_done() != done_on or self._want_jobs() != self._jobs_held
+                                or self._signal_used != signal_on):
                             break
                 except psycopg.Error as exc:
                     if not self._stop.is_set():
@@ -295,8 +360,9 @@ class Listener:
                     _close(conn)
                     conn = None
                     lost = True
-                    done_on = locked = False
+                    done_on = locked = signal_on = False
                     self._done_ready.clear()
+                    self._signal_ready.clear()
                     with self._cond:
                         self._jobs_held = False  # a session lock dies with its connection
         finally:

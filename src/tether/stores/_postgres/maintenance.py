@@ -10,7 +10,7 @@ contract's invariant 3). None of these is on a worker's hot path; each is one st
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from tether.stores._contract import REAPED_ERROR, JobStatus, Leadership, Reaped
 from tether.stores._opsargs import check_prune
@@ -70,8 +70,14 @@ class PostgresMaintenance(Plumbing):
         return int(row[0]) if row else 0
 
     def delete_dead_workers(self, older_than: float, *, now: float | None = None) -> int:
-        return len(self._rows("delete_dead_workers",
-                             {"now": now, "older_than": float(older_than)}))
+        gone = len(self._rows("delete_dead_workers",
+                              {"now": now, "older_than": float(older_than)}))
+        self.forget_tokens(older_than)  # their liveness tokens, once reaped (liveness.py)
+        return gone
+
+    if TYPE_CHECKING:
+        def forget_tokens(self, older_than: float) -> None: ...  # PostgresLiveness'
+
 
     def leader_acquire(
         self, name: str, holder: str, ttl: float, *, now: float | None = None

@@ -93,9 +93,14 @@ WITH clock AS (
 SELECT g.id FROM gone g CROSS JOIN linked
 
 -- name: pause_queue
--- Idempotent: pausing a paused queue changes nothing (no row back).
-INSERT INTO {schema}.paused_queues (queue) VALUES (%(queue)s) ON CONFLICT (queue) DO NOTHING
-RETURNING queue
+-- Idempotent: pausing a paused queue changes nothing (no row back). A pause signals every
+-- worker ('*' on %(signal)s, delivered at commit) so each re-reads the paused set before its
+-- next claim instead of within PAUSE_CHECK_EVERY (issue 22).
+WITH paused AS (
+    INSERT INTO {schema}.paused_queues (queue) VALUES (%(queue)s) ON CONFLICT (queue) DO NOTHING
+    RETURNING queue
+)
+SELECT p.queue, pg_notify(%(signal)s, '*') FROM paused p
 
 -- name: resume_queue
 -- No row back when the queue was not paused.

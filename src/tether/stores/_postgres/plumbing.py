@@ -39,6 +39,7 @@ class Plumbing(Watched):
         self.schema = self._connector.schema
         self.channel = self._connector.channel
         self.done_channel = self._connector.done_channel
+        self.signal_channel = self._connector.signal_channel
         self.done_key = self._connector.done_key
         self.application_name = self._connector.application_name
         self.queries = statements.for_schema(self.schema)

@@ -6,6 +6,8 @@ advisory lock is held for a stranger; so nothing here LISTENs or locks. Instead:
 
 * an idle worker's ``wait_for_jobs`` returns after at most :data:`~pooler.JOBS_POLL` seconds
   (so it claims again): that is the pick-up bound (plus one claim's round trip);
+* ``wait_for_signal`` never hears a signal: a cancel reaches a worker at its next heartbeat,
+  a pause at its next read of the paused set (issue #22's push needs LISTEN);
 * ``wait_for_finish`` reads its jobs' status every :data:`~pooler.FINISH_POLL` seconds (the
   waiting loop of ``producer.py`` / ``aio.py``, since this listener is never "done ready").
 
@@ -39,6 +41,21 @@ class PollingListener(Listener):
                 remaining = deadline - clock.monotonic()
                 if remaining <= 0:
                     return step < timeout
+                self._cond.wait(remaining)
+        return False
+
+    def wait_signal(self, owner: str, timeout: float) -> bool:
+        """No signals without LISTEN: an owner's first call says "watched" at once, later
+        ones sleep ``timeout`` (cut short by close) and say False; the heartbeat decides."""
+        with self._cond:
+            if owner not in self._signals:
+                self._signals[owner] = False
+                return True
+            deadline = clock.monotonic() + max(0.0, timeout)
+            while not self._closed:
+                remaining = deadline - clock.monotonic()
+                if remaining <= 0:
+                    break
                 self._cond.wait(remaining)
         return False
 

@@ -55,7 +55,7 @@ class PostgresProducer(ProducerCache, Plumbing):
     def cancel(self, job_id: int, *, now: float | None = None) -> CancelResult:
         limits.check_job_id(job_id)
         row = self._one("cancel", {"id": job_id, "now": now, "done": self.done_channel,
-                                   "channel": self.channel})
+                                   "channel": self.channel, "signal": self.signal_channel})
         if row is None:
             raise JobNotFound(job_id)
         return cast(CancelResult, row[0])

@@ -120,7 +120,8 @@ ORDER BY x.ord
 
 -- name: cancel
 -- pending or waiting -> cancelled at once; running -> cancel_requested (its holder learns at
--- the next heartbeat). RETURNING reads the new status, which tells the two apart. When no
+-- the next heartbeat, which the NOTIFY on %(signal)s, naming the holder, brings forward: the
+-- holder's listener wakes its heartbeater, issue 22). RETURNING reads the new status, which tells the two apart. When no
 -- live row matched, the second branch tells "finished" (exists, terminal) from "not found"
 -- (no row). A job cancelled here is terminal: its id goes to wait_for_finish's channel
 -- (%(done)s). A waiting job's counter goes to 0 (waiting_has_parents): its own links stay
@@ -140,7 +141,11 @@ WITH clock AS (
     FROM clock c
     WHERE j.id = %(id)s AND j.status IN ('waiting', 'pending', 'running')
     RETURNING CASE WHEN j.status = 'cancelled' THEN 'cancelled' ELSE 'requested' END AS result,
-              j.has_children
+              j.has_children, j.locked_by
+), signalled AS (
+    -- delivered at commit, so the early heartbeat it causes reads cancel_requested
+    SELECT count(pg_notify(%(signal)s, ch.locked_by)) AS n
+    FROM changed ch WHERE ch.result = 'requested' AND ch.locked_by IS NOT NULL
 ), linked AS (
     SELECT count({schema}.resolve_links(ARRAY[%(id)s::bigint], ARRAY['cancelled'], c.ts,
                                         %(channel)s, %(done)s)) AS n
@@ -149,7 +154,7 @@ WITH clock AS (
 ), ended AS (
     SELECT count(pg_notify(%(done)s, %(id)s::text)) AS n FROM changed WHERE result = 'cancelled'
 )
-SELECT result FROM changed CROSS JOIN ended CROSS JOIN linked
+SELECT result FROM changed CROSS JOIN ended CROSS JOIN linked CROSS JOIN signalled
 UNION ALL
 SELECT 'finished' FROM {schema}.jobs WHERE id = %(id)s AND NOT EXISTS (SELECT 1 FROM changed)
 

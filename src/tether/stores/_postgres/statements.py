@@ -15,7 +15,7 @@ from tether.stores import _queries as named
 
 PACKAGE = "tether.stores._postgres"
 FILES = ("queries.sql", "flow.sql", "producers.sql", "admin.sql", "ops.sql", "aio.sql",
-         "schedules.sql", "identity.sql", "workflows.sql")
+         "schedules.sql", "identity.sql", "workflows.sql", "liveness.sql")
 
 
 def _load() -> dict[str, str]:

@@ -20,12 +20,12 @@ Transactional enqueue/finish (the outbox pattern) is a declared capability: pass
 run inside a caller's transaction without committing, or use :meth:`PostgresStore.transaction`
 (:class:`~tether.stores._contract.Transactional`).
 
-The class is assembled from one mixin per role, each in the file every store package names
-the same way: ``schema.py`` (Lifecycle), ``producer.py`` (Producer; its async half in
-``aio.py``), ``lease.py`` (Leases), ``maintenance.py`` and ``schedules.py`` (Maintenance),
-``admin.py`` (Admin), ``workflows.py`` (the Basics reads of job dependencies); every mixin
-stands on ``plumbing.py`` (the connector and the statements), and this module adds what
-every role shares (opening, closing, the clock, the capabilities).
+The class is assembled from one mixin per role, each in the file every store package names the
+same way: ``schema.py`` (Lifecycle), ``producer.py`` (Producer; its async half in ``aio.py``),
+``lease.py`` (Leases), ``maintenance.py`` and ``schedules.py`` (Maintenance), ``admin.py``
+(Admin), ``liveness.py`` (Liveness: death detection), ``workflows.py`` (the Basics reads of job
+dependencies); every mixin stands on ``plumbing.py`` (the connector and the statements), and
+this module adds what every role shares (opening, closing, the clock, the capabilities).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from tether.stores._postgres import statements
 from tether.stores._postgres.admin import PostgresAdmin
 from tether.stores._postgres.lease import PostgresLeases
 from tether.stores._postgres.listen import Listener
+from tether.stores._postgres.liveness import POOLED, PostgresLiveness
 from tether.stores._postgres.maintenance import REQUEST_TTL, PostgresMaintenance
 from tether.stores._postgres.poll import PollingListener
 from tether.stores._postgres.producer import PostgresProducer
@@ -49,7 +50,7 @@ QUERIES = statements.TEMPLATES
 
 
 class PostgresStore(PostgresSchema, PostgresProducer, PostgresLeases, PostgresMaintenance,
-                    PostgresSchedules, PostgresAdmin, PostgresWorkflows):
+                    PostgresSchedules, PostgresAdmin, PostgresWorkflows, PostgresLiveness):
     """``postgresql://user@host:5432/db?schema=tether``. Thread-safe (a small pool).
 
     URL options of tether's own: ``schema``, ``pooler=session|transaction`` and
@@ -66,11 +67,16 @@ class PostgresStore(PostgresSchema, PostgresProducer, PostgresLeases, PostgresMa
     """
 
     kind = "postgres"
-    capabilities = Capabilities(enqueue_in_transaction=True, complete_in_transaction=True)
+    capabilities = Capabilities(enqueue_in_transaction=True, complete_in_transaction=True,
+                                detects_death=True)
 
     def __init__(self, url: str, *, vacuum_threshold: int = 10_000, **options: Any) -> None:
         super().__init__(url, **options)
         self.vacuum_threshold = vacuum_threshold
+        if self._connector.pooler.polls:  # no session connection for the liveness token
+            self.capabilities = Capabilities(
+                enqueue_in_transaction=True, complete_in_transaction=True,
+                liveness_why_not=POOLED)
         # Behind a transaction pooler without direct=, nothing can LISTEN: poll (poll.py).
         self._listener = (PollingListener(self._connector) if self._connector.pooler.polls
                           else Listener(self._connector))

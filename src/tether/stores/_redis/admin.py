@@ -137,7 +137,10 @@ class RedisAdmin:
     def pause_queue(self, queue: str) -> bool:
         limits.check_text(queue, "queue", limit=limits.MAX_NAME)
         with io():
-            return bool(self._client.sadd(self._key("paused"), queue))
+            paused = bool(self._client.sadd(self._key("paused"), queue))
+            if paused:  # every worker re-reads the paused set now (wait_for_signal)
+                self._client.publish(self._key("signal"), "*")
+        return paused
 
     def resume_queue(self, queue: str) -> bool:
         limits.check_text(queue, "queue", limit=limits.MAX_NAME)

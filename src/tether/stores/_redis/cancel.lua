@@ -5,6 +5,8 @@
 -- have not ended stay in their waiters sets and resolve as no-ops); running ->
 -- cancel_requested = 1 (the holder learns it from its next heartbeat; the request sticks
 -- however the attempt ends, see finish.lua and reap.lua); terminal -> untouched.
+-- A cancel requested here publishes the holder's id on P:signal, so its heartbeat comes now
+-- rather than at its interval (wait_for_signal, issue 22; the heartbeat still decides).
 -- A job cancelled here cancels its waiting children (dependency_failed, transitively) in this
 -- same script (invariant 6; resolve_links, _lib.lua).
 -- Replays: the answer is recorded under P:req:cancel:<rid>, so a repeat whose first reply was
@@ -18,7 +20,8 @@ local seen = req_get('cancel', rid)
 if seen then return tonumber(seen) end
 room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local id = ARGV[5]
-local v = redis.call('HMGET', jk(id), 'status', 'queue', 'priority', 'unique_key', 'waiters')
+local v = redis.call('HMGET', jk(id), 'status', 'queue', 'priority', 'unique_key', 'waiters',
+                     'locked_by')
 local code = 3
 local woken = {}
 if not v[1] then
@@ -34,6 +37,7 @@ elseif v[1] == 'waiting' then
   code = 1
 elseif v[1] == 'running' then
   redis.call('HSET', jk(id), 'cancel_requested', 1)
+  if v[6] then redis.call('PUBLISH', P .. ':signal', v[6]) end
   code = 2
 end
 if code ~= 0 then req_put('cancel', rid, code, rid_ttl) end

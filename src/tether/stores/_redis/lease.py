@@ -152,6 +152,7 @@ class RedisLeases:
 
     def unregister_worker(self, worker_id: str) -> None:
         self._run("worker_unregister", worker_id)
+        self._waker.forget_signals(worker_id)
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
         since: int | None = getattr(self._marks, "seq", None)
@@ -159,6 +160,10 @@ class RedisLeases:
         if timeout <= 0:
             return False
         return self._waker.wait(queues, timeout, since)
+
+    def wait_for_signal(self, owner: str, timeout: float) -> bool:
+        """On the store's one subscription (waker.py); never raises."""
+        return self._waker.wait_signal(owner, timeout)
 
     def notify(self, queues: Sequence[str]) -> None:
         names = list(dict.fromkeys(queues))

@@ -9,7 +9,14 @@
 -- token is dropped: a late finish of the reaped attempt can never pass as a replay.
 -- Jobs it dead-letters or cancels are published on P:done (announce, _lib.lua); their waiting
 -- children are cancelled (dependency_failed, transitively) in this same script.
--- ARGV: P, now|'', stall_grace, limit, reaped_error_text
+-- ARGV: P, now|'', stall_grace, limit, reaped_error_text[, owners_json]
+-- With owners_json (a JSON list of worker ids the caller found dead: reap_dead, issue #22),
+-- the jobs are selected by owner instead of by expiry: every running job whose locked_by is
+-- one of them, in id order, at most `limit`; the rest (stall rule, fences, wake-ups,
+-- announcements, links) is the same. That walk reads every running job's owner, O(running),
+-- and runs only when a death was found. When it took back fewer than `limit`, every job of
+-- these owners is back, and their tokens are marked reaped in P:live so the sub-second check
+-- stops probing them.
 -- Returns per reaped job: {id, attempt, owner, status, stall_count}.
 -- Per job it is one HMGET, one HDEL, one HSET and the index moves (~7 calls, was ~13): a
 -- mass expiry is 10,000 jobs in one script, and every call counts. The error record's
@@ -18,9 +25,25 @@
 -- registered once.
 local now, now_s = clock(ARGV[2])
 room()  -- at the memory limit, fail here before the first write (_lib.lua)
-local cutoff = now - tonumber(ARGV[3])
-local ids = redis.call('ZRANGEBYSCORE', P .. ':running', '-inf', '(' .. fmt(cutoff),
-  'LIMIT', 0, tonumber(ARGV[4]))
+local ids
+local dead = ARGV[6] and ARGV[6] ~= '' and cjson.decode(ARGV[6]) or nil
+if dead then
+  local wanted, limit = {}, tonumber(ARGV[4])
+  for _, owner in ipairs(dead) do wanted[owner] = true end
+  ids = {}
+  for _, id in ipairs(redis.call('ZRANGE', P .. ':running', 0, -1)) do
+    local owner = redis.call('HGET', jk(id), 'locked_by')
+    if owner and wanted[owner] then
+      ids[#ids + 1] = id
+      if #ids >= limit then break end
+    end
+  end
+  table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
+else
+  local cutoff = now - tonumber(ARGV[3])
+  ids = redis.call('ZRANGEBYSCORE', P .. ':running', '-inf', '(' .. fmt(cutoff),
+    'LIMIT', 0, tonumber(ARGV[4]))
+end
 local err = ARGV[5]
 local head = ',"error":' .. cjson.encode(err) .. ',"reason":"stalled","at":' .. now_s
   .. ',"owner":'
@@ -90,4 +113,11 @@ if missing > 0 then redis.call('HINCRBY', P .. ':incidents', 'missing_jobs', mis
 resolve_links(now, now_s, woken)
 wake(woken)
 announce()
+if dead and #ids < tonumber(ARGV[4]) then
+  for _, owner in ipairs(dead) do
+    if redis.call('HEXISTS', P .. ':live', owner) == 1 then
+      redis.call('HSET', P .. ':live', owner, 'reaped')
+    end
+  end
+end
 return out

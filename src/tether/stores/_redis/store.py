@@ -64,6 +64,9 @@ written outside ``P:``::
     P:workers                     hash     worker id -> JSON {host, pid, queues, concurrency,
                                            started_at}
     P:workers:seen                zset     worker id, score last_seen
+    P:live                        hash     worker id -> "<run_id> <client id>" of its
+                                           liveness token connection, or "reaped"
+                                           (issue #22, liveness.py)
     P:leader:{name}               hash     holder, term, expires_at
     P:leader_term:{name}          string   INCR counter: the term survives expiry/release
     P:wake                        channel  pub/sub wake-ups: newline-separated queue names
@@ -75,11 +78,12 @@ written outside ``P:``::
 The scripts build key names from the prefix instead of declaring them in KEYS, so this store
 needs a standalone Redis (or a single-shard deployment), not Redis Cluster.
 
-The class is assembled from one mixin per role, each in the file every store package names
-the same way: ``schema.py`` (Lifecycle), ``producer.py`` (Producer; its async half in
-``aio.py``), ``lease.py`` (Leases), ``maintenance.py`` and ``schedules.py`` (Maintenance),
-``admin.py`` (Admin); this module adds what every role shares (the client, running a script,
-watching the server, closing, the clock, the declared capabilities).
+The class is assembled from one mixin per role, each in the file every store package names the
+same way: ``schema.py`` (Lifecycle), ``producer.py`` (Producer; its async half in ``aio.py``),
+``lease.py`` (Leases), ``maintenance.py`` and ``schedules.py`` (Maintenance), ``admin.py``
+(Admin), ``liveness.py`` (Liveness: death detection); this module adds what every role shares
+(the client, running a script, watching the server, closing, the clock, the declared
+capabilities).
 """
 
 from __future__ import annotations
@@ -99,6 +103,7 @@ from tether.stores._redis.calls import ALLOW_OOM
 from tether.stores._redis.calls import script_text as _script_text
 from tether.stores._redis.connection import connect, io
 from tether.stores._redis.lease import MIN_CLAIM_RECORD_MS, RedisLeases
+from tether.stores._redis.liveness import RedisLiveness
 from tether.stores._redis.maintenance import RedisMaintenance
 from tether.stores._redis.producer import RedisProducer
 from tether.stores._redis.schedules import RedisSchedules
@@ -115,14 +120,15 @@ _SCRIPTS = (
 
 
 class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, RedisSchedules,
-                 RedisAdmin, Watched):
+                 RedisAdmin, RedisLiveness, Watched):
     """A tether store on a standalone Redis >= 5 (or Valkey); see the module docstring."""
 
     kind = "redis"
     _watch: ServerWatch
     #: No transactional enqueue or completion: Redis has no transaction a caller's own
     #: commands and the store's scripts could share.
-    capabilities = Capabilities()
+    #: Death detection: a dedicated, named connection per worker process (liveness.py).
+    capabilities = Capabilities(detects_death=True)
 
     def __init__(self, url: str, *, prefix: str | None = None, deadline: float | None = None,
                  **options: Any) -> None:
@@ -138,7 +144,8 @@ class RedisStore(RedisSchema, RedisProducer, RedisLeases, RedisMaintenance, Redi
         self._watch = ServerWatch(f"{self._url} prefix {self.prefix!r}")
         # A lost subscription means the server went away: look for a restart at once after.
         self._waker = Waker(self._client, f"{self.prefix}:wake", self._watch.soon,
-                            done_channel=f"{self.prefix}:done")
+                            done_channel=f"{self.prefix}:done",
+                            signal_channel=f"{self.prefix}:signal")
         self._marks = threading.local()  # per thread: wake-up mark taken before its claim
         self._flagged = False  # ALLOW_OOM scripts chosen for this server (_flag_scripts)
 

@@ -23,6 +23,11 @@ ids and a callback (an Event's ``set``, or an event loop's ``call_soon_threadsaf
 its jobs' status, and if the channel is not subscribed yet pokes the thread (an empty message
 on the wake channel, so it need not wait for its read timeout), waits for the subscription and
 reads again. The callback runs when a message names one of its ids, or on any loss.
+
+Once a worker waits for signals (``wait_for_signal``, issue #22) the subscription also takes
+``{p}:signal``: a cancel of a running job publishes its holder's id there, a pause ``*``. An
+owner's first wait returns True once subscribed (its heartbeat covers what came before), and
+every loss or re-subscription signals every owner (messages may have been missed).
 """
 
 from __future__ import annotations
@@ -45,12 +50,17 @@ DONE_LINGER = 60.0
 class Waker:
     def __init__(
         self, client: redis.Redis, channel: str, on_reconnect: Callable[[], None] | None = None,
-        done_channel: str | None = None,
+        done_channel: str | None = None, signal_channel: str | None = None,
     ) -> None:
         self._client = client
         self._on_reconnect = on_reconnect  # told when the subscription came back after a loss
         self._channel = channel
         self._done_channel = done_channel
+        self._signal_channel = signal_channel
+        self._signals: dict[str, bool] = {}  # owner -> signalled since its last wait
+        self._signal_used = False  # wait_signal was called: subscribe to the signal channel
+        self._signal_ready = threading.Event()  # subscribed to it now
+        self._signal_cond = threading.Condition(threading.Lock())
         self._finish_waiters: dict[int, tuple[frozenset[int], Callable[[], None]]] = {}
         self._done_keep_until = 0.0  # monotonic: stay subscribed to the done channel until then
         self._done_ready = threading.Event()  # subscribed to the done channel now
@@ -96,6 +106,46 @@ class Waker:
             with self._lock:
                 self._waiters.pop(key, None)
 
+    # -- signals (wait_for_signal) --------------------------------------------------------------
+    def wait_signal(self, owner: str, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds for a signal to ``owner`` (or to every worker, or
+        a loss). An owner's first call returns True once subscribed (False if not within
+        ``timeout``)."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        self._signal_used = True
+        self._start()
+        with self._signal_cond:
+            first = owner not in self._signals
+            if first:
+                self._signals[owner] = False
+        if first:
+            if self._signal_ready.wait(max(0.0, deadline - time.monotonic())):
+                return True
+            with self._signal_cond:  # not listening yet: the next call is a first call again
+                self._signals.pop(owner, None)
+            return False
+        with self._signal_cond:
+            while not self._stop.is_set():
+                if self._signals.get(owner, False):
+                    self._signals[owner] = False
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._signal_cond.wait(remaining)
+        return False
+
+    def forget_signals(self, owner: str) -> None:
+        with self._signal_cond:
+            self._signals.pop(owner, None)
+
+    def _signalled(self, payload: str) -> None:
+        with self._signal_cond:
+            for owner in self._signals:
+                if payload in ("*", owner):
+                    self._signals[owner] = True
+            self._signal_cond.notify_all()
+
     # -- finish waiters ------------------------------------------------------------------------
     def ready(self) -> bool:
         """Subscribed now (registering a finish waiter will not miss what follows)."""
@@ -139,6 +189,8 @@ class Waker:
     def close(self) -> None:
         self._finished(None)
         self._stop.set()
+        with self._signal_cond:
+            self._signal_cond.notify_all()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=2.0)
@@ -156,10 +208,13 @@ class Waker:
         backoff = 0.05
         while not self._stop.is_set():
             pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
-            done_on = False
+            done_on = signal_on = False
             try:
                 pubsub.subscribe(self._channel)
                 while not self._stop.is_set():
+                    if self._signal_channel and self._signal_used and not signal_on:
+                        signal_on = True
+                        pubsub.subscribe(self._signal_channel)
                     if self._done_channel and self._want_done() != done_on:
                         done_on = not done_on
                         if done_on:
@@ -176,6 +231,7 @@ class Waker:
                 # then resubscribe; capped at 1 s so wake-ups resume soon after an outage.
                 self._ready.clear()
                 self._done_ready.clear()
+                self._signal_ready.clear()
                 self._wake(None)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 1.0)
@@ -193,6 +249,12 @@ class Waker:
             channel = channel.decode("utf-8", "replace")
         if kind == "message" and channel == self._done_channel:
             self._finished(_ids(message.get("data")))
+        elif kind == "message" and channel == self._signal_channel:
+            data = message.get("data")
+            self._signalled(data.decode("utf-8", "replace") if isinstance(data, bytes)
+                            else str(data))
+        elif kind == "subscribe" and channel == self._signal_channel:
+            self._signal_ready.set()
         elif kind == "subscribe" and channel != self._channel:
             self._done_ready.set()  # the done channel's; the wake channel's is the one below
         elif kind == "subscribe":
@@ -223,6 +285,7 @@ class Waker:
     def _wake(self, queues: frozenset[str] | None) -> None:
         if queues is None:
             self._finished(None)  # a (re)subscription or loss: finishes may have been missed
+            self._signalled("*")  # and so may signals
         self._bump(queues)
         with self._lock:
             for wanted, event in self._waiters.values():

@@ -42,6 +42,8 @@ class SQLiteAdmin:
     if TYPE_CHECKING:
         def notify(self, queues: Sequence[str]) -> None: ...  # SQLiteLeases'
 
+        def signal_local(self) -> None: ...  # SQLiteLeases'
+
         def _announce_finished(self) -> None: ...  # SQLiteProducer's
 
     @guarded
@@ -129,7 +131,10 @@ class SQLiteAdmin:
         with self._db.write() as conn:
             conn.execute(OPS["create_paused_queues"])
             t = store_now(conn, None)
-            return conn.execute(OPS["pause_queue"], {"queue": queue, "now": t}).rowcount > 0
+            paused = conn.execute(OPS["pause_queue"], {"queue": queue, "now": t}).rowcount > 0
+        if paused:
+            self.signal_local()  # waiters in this process look now (others see the commit)
+        return paused
 
     @guarded
     def resume_queue(self, queue: str) -> bool:

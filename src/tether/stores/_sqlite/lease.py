@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether import _clock as clock
+from tether._errors import StoreError
 from tether._limits import check_json_text
 from tether.stores._contract import (
     FlowLimit,
@@ -42,6 +43,12 @@ from tether.stores._sqlite.links import resolve
 from tether.stores._sqlite.rows import FinishPlan, Q, checked_request_id, job_from_row, store_now
 
 _WAIT_POLL = 0.01
+#: How often wait_for_signal looks at the data version: it runs on every worker all the time
+#: (wait_for_jobs only while idle), and each foreign commit it sees costs a read (~70 us
+#: under load), so less often than wait_for_jobs; still far below the heartbeat's interval.
+_SIGNAL_POLL = 0.05
+#: How long wait_for_signal pauses after a failed read (the heartbeat says what is wrong).
+_SIGNAL_RETRY = 0.5
 
 
 class SQLiteLeases:
@@ -51,9 +58,14 @@ class SQLiteLeases:
     _wake: threading.Condition
     _wake_gen: int
     _seen: threading.local
+    #: wait_for_signal's per owner state: the data version, cancel-requested job ids and
+    #: paused queues it last saw.
+    _signal_seen: dict[str, tuple[tuple[int, int], frozenset[int], frozenset[str]]]
+    _signal_gen: int  # bumped by cancels and pauses through this store
 
     if TYPE_CHECKING:
         def _announce_finished(self) -> None: ...  # SQLiteProducer's
+        def paused_queues(self) -> list[str]: ...  # SQLiteAdmin's
 
     @guarded
     def claim(
@@ -199,6 +211,7 @@ class SQLiteLeases:
     def unregister_worker(self, worker_id: str) -> None:
         with self._db.write() as conn:
             conn.execute(Q["unregister_worker"], {"id": worker_id})
+        self._signal_seen.pop(worker_id, None)
 
     def wait_for_jobs(self, queues: Sequence[str], timeout: float) -> bool:
         """Poll ``PRAGMA data_version`` (it moves when another connection commits) every 10 ms,
@@ -238,6 +251,55 @@ class SQLiteLeases:
                         current = baseline = None
         finally:
             self._seen.version = current
+
+    def wait_for_signal(self, owner: str, timeout: float) -> bool:
+        """SQLite has no messages: poll ``PRAGMA data_version`` every 50 ms (wait_for_jobs: 10
+        ms), and when another connection committed since this owner last looked, read its
+        cancel-requested running jobs and the paused set. A signal is a job or a paused queue
+        not seen before (by this store, for this owner); a resume is not one (it wakes the
+        queue's waiters itself). The first call for an owner takes the baseline and returns
+        True."""
+        deadline = clock.monotonic() + max(0.0, timeout)
+        try:
+            seen = self._signal_seen.get(owner)
+            if seen is None:
+                version = self._signal_version()
+                self._signal_seen[owner] = (version, *self._signal_state(owner))
+                return True
+            while True:
+                version = self._signal_version()
+                if version != seen[0]:
+                    cancels, paused = self._signal_state(owner)
+                    self._signal_seen[owner] = (version, cancels, paused)
+                    if cancels - seen[1] or paused - seen[2]:
+                        return True
+                    seen = (version, cancels, paused)
+                remaining = deadline - clock.monotonic()
+                if remaining <= 0:
+                    return False
+                with self._wake:
+                    self._wake.wait(min(_SIGNAL_POLL, remaining))
+        except (sqlite3.Error, StoreError):
+            with self._wake:  # close() cuts it short
+                self._wake.wait(min(_SIGNAL_RETRY, max(0.0, deadline - clock.monotonic())))
+            return True
+
+    def _signal_version(self) -> tuple[int, int]:
+        """What moves when a signal may have come: another connection's commit, or a cancel
+        or pause through this store (its own connection's commits do not move data_version)."""
+        with self._wake:
+            local = self._signal_gen
+        return self._db.data_version(), local
+
+    def signal_local(self) -> None:
+        """A cancel or pause through this store: its own waiters look now."""
+        with self._wake:
+            self._signal_gen += 1
+            self._wake.notify_all()
+
+    def _signal_state(self, owner: str) -> tuple[frozenset[int], frozenset[str]]:
+        rows = self._db.get().execute(Q["cancel_requested_of"], {"owner": owner}).fetchall()
+        return frozenset(int(r[0]) for r in rows), frozenset(self.paused_queues())
 
     def notify(self, queues: Sequence[str]) -> None:
         with self._wake:

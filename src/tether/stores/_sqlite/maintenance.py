@@ -37,6 +37,8 @@ class SQLiteMaintenance:
 
         def _announce_finished(self) -> None: ...  # SQLiteProducer's
 
+        def forget_reaped(self, older_than: float) -> int: ...  # SQLiteLiveness'
+
     @guarded
     def reap_expired(
         self, stall_grace: float = 0.0, *, now: float | None = None, limit: int = 1000
@@ -104,6 +106,7 @@ class SQLiteMaintenance:
 
     @guarded
     def delete_dead_workers(self, older_than: float, *, now: float | None = None) -> int:
+        self.forget_reaped(older_than)  # their liveness token files (liveness.py)
         with self._db.write() as conn:
             t = store_now(conn, now)
             return conn.execute(OPS["delete_dead_workers"],

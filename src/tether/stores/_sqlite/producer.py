@@ -42,6 +42,8 @@ class SQLiteProducer:
     if TYPE_CHECKING:
         def notify(self, queues: Sequence[str]) -> None: ...  # SQLiteLeases'
 
+        def signal_local(self) -> None: ...  # SQLiteLeases'
+
     @guarded
     def enqueue(
         self,
@@ -129,6 +131,7 @@ class SQLiteProducer:
                 self.notify(())
             self._announce_finished()
             return "cancelled"
+        self.signal_local()  # its holder heartbeats now, if it waits in this process
         return "requested"
 
     @guarded

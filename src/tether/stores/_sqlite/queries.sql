@@ -313,6 +313,13 @@ SET status = CASE WHEN status IN ('pending', 'waiting') THEN 'cancelled' ELSE st
 WHERE id = :id AND status IN ('waiting', 'pending', 'running')
 RETURNING status, has_children
 
+-- name: cancel_requested_of
+-- wait_for_signal (issue 22): the running jobs of one worker whose cancel was requested; read
+-- only when another connection committed (data_version moved). The partial jobs_lease index
+-- keeps it to the running rows.
+SELECT id FROM jobs
+WHERE status = 'running' AND locked_by = :owner AND cancel_requested = 1
+
 -- name: job_exists
 -- Tells "finished" from "unknown id" after cancel matched nothing.
 SELECT 1 FROM jobs WHERE id = :id

@@ -18,6 +18,8 @@ SCHEMA_VERSION = 7
 Q = queries.load("tether.stores._sqlite", "queries.sql")
 #: The operations' statements (issue #11): search, purge, pause, dead workers, the leader.
 OPS = queries.load("tether.stores._sqlite", "ops.sql")
+#: Death detection's write (issue #22): the reap of a dead owner's jobs.
+LIVE = queries.load("tether.stores._sqlite", "liveness.sql")
 #: The schema steps by version: version 1 is schema.sql, every later one schema_vN.sql.
 SCHEMA_STEPS: dict[int, dict[str, str]] = {
     version: queries.load(

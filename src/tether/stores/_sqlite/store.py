@@ -18,12 +18,12 @@ the lease path's are in ``lease.py``, the reaper's in ``maintenance.py``, the ti
   running process raises ``StoreGone`` (``_db.Connections.check_file``) instead of letting the
   process work on data nobody else sees; every row is readable, whatever bytes it holds.
 
-The class is assembled from one mixin per role, each in the file every store package names
-the same way: ``schema.py`` (Lifecycle), ``producer.py`` (Producer), ``lease.py`` (Leases),
-``maintenance.py`` and ``schedules.py`` (Maintenance), ``admin.py`` (Admin), ``links.py``
-(job dependencies: ``get_jobs``, ``job_links`` and resolving links in the writes that end
-jobs); this module adds what every role shares (opening, closing, the clock, the declared
-capabilities).
+The class is assembled from one mixin per role, each in the file every store package names the
+same way: ``schema.py`` (Lifecycle), ``producer.py`` (Producer), ``lease.py`` (Leases),
+``maintenance.py`` and ``schedules.py`` (Maintenance), ``admin.py`` (Admin), ``liveness.py``
+(Liveness: death detection), ``links.py`` (job dependencies: ``get_jobs``, ``job_links`` and
+resolving links in the writes that end jobs); this module adds what every role shares (opening,
+closing, the clock, the declared capabilities).
 
 All SQL lives in ``queries.sql``, ``ops.sql``, ``aio.sql``, ``schedules.sql``, ``flow.sql``,
 ``links.sql`` and ``schema*.sql``; batches are bound as one JSON parameter and expanded by
@@ -42,6 +42,7 @@ from tether.stores._sqlite.admin import SQLiteAdmin
 from tether.stores._sqlite.connection import Connections, guarded
 from tether.stores._sqlite.lease import SQLiteLeases
 from tether.stores._sqlite.links import SQLiteLinks
+from tether.stores._sqlite.liveness import NO_PATH, SQLiteLiveness, live_dir
 from tether.stores._sqlite.maintenance import SQLiteMaintenance
 from tether.stores._sqlite.producer import SQLiteProducer
 from tether.stores._sqlite.rows import SCHEMA_VERSION, store_now
@@ -51,7 +52,7 @@ from tether.stores._sqlite.url import check_folder, parse_url
 
 
 class SQLiteStore(SQLiteSchema, SQLiteProducer, SQLiteLeases, SQLiteMaintenance,
-                  SQLiteSchedules, SQLiteAdmin, SQLiteLinks):
+                  SQLiteSchedules, SQLiteAdmin, SQLiteLinks, SQLiteLiveness):
     """SQLite implementation of :class:`tether.stores._contract.Store`. Thread- and fork-safe.
 
     ``busy_timeout``: how long a write waits for another process's write lock before it
@@ -62,7 +63,8 @@ class SQLiteStore(SQLiteSchema, SQLiteProducer, SQLiteLeases, SQLiteMaintenance,
     kind = "sqlite"
     #: No transactional enqueue or completion: a caller's own SQLite connection would hold
     #: the file's one write lock for its whole transaction.
-    capabilities = Capabilities()
+    #: Death detection by flock on a per-worker file beside the database (liveness.py).
+    capabilities = Capabilities(detects_death=True)
 
     def __init__(
         self, url: str, *, busy_timeout: float = 30.0, file_check_interval: float = 1.0
@@ -70,10 +72,14 @@ class SQLiteStore(SQLiteSchema, SQLiteProducer, SQLiteLeases, SQLiteMaintenance,
         self.url = url
         self.path = parse_url(url)
         check_folder(self.path)
+        if live_dir(self.path) is None:
+            self.capabilities = Capabilities(liveness_why_not=NO_PATH)
         self._db = Connections(self.path, busy_timeout, file_check_interval)
         self._wake = threading.Condition()
         self._wake_gen = 0
         self._seen = threading.local()
+        self._signal_seen: dict[str, tuple[tuple[int, int], frozenset[int], frozenset[str]]] = {}
+        self._signal_gen = 0
         self._aio_init()
 
     def __repr__(self) -> str:
