@@ -39,36 +39,28 @@ from tether.stores._contract import REAPED_ERROR, DeadOwners, JobStatus, Leaders
 from tether.stores._postgres.connection import Conn
 from tether.stores._postgres.driver_errors import mapped
 from tether.stores._postgres.plumbing import Plumbing
+from tether.stores._token_watch import WATCH_EVERY, HeldToken
 
 log = logging.getLogger("tether.store.postgres")
 
 #: Why a pooled URL without ``direct=`` cannot hold a token (``liveness_why_not``).
 POOLED = ("behind a transaction pooler (pooler=transaction) without a direct= session "
           "connection, a session advisory lock cannot be held")
-#: How often the watcher looks at a quiet token connection (a select() timeout, no query).
-WATCH_EVERY = 1.0
-#: Pause between attempts to re-take a token whose connection was cut.
-RETAKE_EVERY = 0.1
 
 
 def _new_key() -> int:
     return secrets.randbits(64) - (1 << 63)  # a signed bigint
 
 
-class SessionToken:
+class SessionToken(HeldToken):
     """One held token: its dedicated connection, its key, the watcher that re-takes it."""
 
     def __init__(self, worker_id: str, connect: Callable[[], Conn],
                  queries: dict[str, str]) -> None:
-        self.worker_id = worker_id
         self._connect = connect
         self._queries = queries
-        self._stop = threading.Event()
         self.key = 0
-        self.conn = self._take()
-        self._watcher = threading.Thread(target=self._watch, daemon=True,
-                                         name="tether-liveness")
-        self._watcher.start()
+        super().__init__(worker_id)
 
     def _take(self) -> Conn:
         conn = self._connect()
@@ -93,41 +85,17 @@ class SessionToken:
         self.key = key
         return conn
 
-    def _watch(self) -> None:
-        """Wait on the socket; when the server ends the session, take the token again."""
-        while not self._stop.is_set():
-            try:
-                ready, _, _ = select.select([self.conn.fileno()], [], [], WATCH_EVERY)
-                if not ready or self._stop.is_set():
-                    continue
-                self.conn.execute("SELECT 1")  # a notice or a parameter change: still fine
-                continue
-            except Exception:
-                pass
-            if self._stop.is_set():
-                return
-            log.warning("the liveness token connection of %s was cut; taking the token "
-                        "again (until then the worker may be judged dead, and its jobs run "
-                        "again elsewhere, fenced)", self.worker_id)
-            with contextlib.suppress(Exception):
-                self.conn.close()
-            while not self._stop.is_set():
-                try:
-                    self.conn = self._take()
-                    log.info("liveness token of %s taken again", self.worker_id)
-                    break
-                except Exception as exc:
-                    log.debug("could not take the liveness token again: %s", exc)
-                    self._stop.wait(RETAKE_EVERY)
+    def _quiet(self) -> None:
+        ready, _, _ = select.select([self.conn.fileno()], [], [], WATCH_EVERY)
+        if ready and not self._stop.is_set():
+            self.conn.execute("SELECT 1")  # a notice or a parameter change: still fine
 
-    def release(self) -> None:
-        self._stop.set()
-        with contextlib.suppress(Exception):
-            self.conn.execute(self._queries["live_token_unlock"], {"key": self.key})
+    def _give_up(self) -> None:
+        self.conn.execute(self._queries["live_token_unlock"], {"key": self.key})
+
+    def _drop(self) -> None:
         with contextlib.suppress(Exception):
             self.conn.close()  # ending the session releases the lock in any case
-        if self._watcher is not threading.current_thread():
-            self._watcher.join(WATCH_EVERY + 1.0)
 
 
 #: Tokens this process holds: (session conninfo, schema, worker id) -> token. Several store

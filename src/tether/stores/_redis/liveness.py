@@ -37,13 +37,11 @@ from tether.stores._contract import REAPED_ERROR, DeadOwners, JobStatus, Leaders
 from tether.stores._liveness import holder_worker
 from tether.stores._redis import rows as codec
 from tether.stores._redis.connection import io
+from tether.stores._token_watch import WATCH_EVERY, HeldToken
 
 log = logging.getLogger("tether.store.redis")
 
 REAPED = "reaped"
-#: How often the watcher looks at a quiet token connection (a poll on the socket).
-WATCH_EVERY = 1.0
-RETAKE_EVERY = 0.1
 
 
 def _command(conn: Any, *args: Any) -> Any:
@@ -51,19 +49,14 @@ def _command(conn: Any, *args: Any) -> Any:
     return conn.read_response()
 
 
-class ConnectionToken:
+class ConnectionToken(HeldToken):
     """One held token: its dedicated connection and the watcher that re-takes it."""
 
     def __init__(self, client: redis.Redis, key: str, worker_id: str) -> None:
         self._client = client
         self._key = key
-        self.worker_id = worker_id
-        self._stop = threading.Event()
         self._ping_every: float | None = None
-        self.conn: Any = self._take()
-        self._watcher = threading.Thread(target=self._watch, daemon=True,
-                                         name="tether-liveness")
-        self._watcher.start()
+        super().__init__(worker_id)
 
     def _take(self) -> Any:
         # A raw connection of the client's pool settings (redis-py's are untyped): Any.
@@ -89,39 +82,15 @@ class ConnectionToken:
             raise
         return conn
 
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            wait = min(WATCH_EVERY, self._ping_every or WATCH_EVERY)
-            try:
-                if self.conn.can_read(timeout=wait):
-                    self.conn.read_response()  # raises once the server closed it
-                elif self._ping_every is not None:
-                    _command(self.conn, "PING")
-                continue
-            except Exception:
-                pass
-            if self._stop.is_set():
-                return
-            log.warning("the liveness token connection of %s was cut; taking the token "
-                        "again (until then the worker may be judged dead, and its jobs run "
-                        "again elsewhere, fenced)", self.worker_id)
-            with contextlib.suppress(Exception):
-                self.conn.disconnect()
-            while not self._stop.is_set():
-                try:
-                    self.conn = self._take()
-                    log.info("liveness token of %s taken again", self.worker_id)
-                    break
-                except Exception as exc:
-                    log.debug("could not take the liveness token again: %s", exc)
-                    self._stop.wait(RETAKE_EVERY)
+    def _quiet(self) -> None:
+        if self.conn.can_read(timeout=min(WATCH_EVERY, self._ping_every or WATCH_EVERY)):
+            self.conn.read_response()  # raises once the server closed it
+        elif self._ping_every is not None:
+            _command(self.conn, "PING")
 
-    def release(self) -> None:
-        self._stop.set()
+    def _drop(self) -> None:
         with contextlib.suppress(Exception):
-            self.conn.disconnect()  # the server sees it close: from now on, dead
-        if self._watcher is not threading.current_thread():
-            self._watcher.join(WATCH_EVERY + 1.0)
+            self.conn.disconnect()
 
 
 #: Tokens this process holds: (P:live key, worker id) -> token.
