@@ -57,6 +57,9 @@ def test_a_dead_workers_jobs_and_a_dead_leaders_lease_come_back(
                "the dead worker's job back")
         assert time.monotonic() - started >= CONFIRM * 0.9, "acted before confirming"
         assert store.get_job(alive_job).status == "running"  # type: ignore[union-attr]
+        # The event follows the reap's write (the maintainer emits it once reap_dead returns):
+        # the job can read pending a moment before it is emitted.
+        _until(lambda: bool(stalled), "the stalled event")
         assert [(e.job_id, e.detail["died"]) for e in stalled] == [(dead_job, True)]
 
         store.release_liveness(leader_id)  # the leader died (its loop still runs: a zombie)
