@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from tether import _parents
+from tether import _logcontext, _parents
 from tether._codec import DEFAULT_CODEC, Codec, from_text, to_text
 from tether._errors import (
     ConfigError,
@@ -229,6 +229,9 @@ def current_job() -> JobContext:
 
 
 def bind(ctx: JobContext) -> contextvars.Token[JobContext]:
+    """Make ``ctx`` the calling thread's current attempt (the handler runs next). The first
+    bind of a process also makes its log records carry the job (:mod:`tether._logcontext`)."""
+    _logcontext.install(_current)  # a no-op after the first
     return _current.set(ctx)
 
 

@@ -3,7 +3,10 @@
 What each event's ``detail`` carries (logs, metrics and tracing subscribe to these, so the
 worker's threads never format or count anything themselves):
 
-* ``claimed``: ``task``, ``queue``.
+* ``claimed``: ``task``, ``queue``, ``waited`` (seconds from the job being due, its
+  ``run_at``, to the claim, by the store's clock: the time it spent waiting in its queue).
+* ``enqueued`` (a producer: one per enqueue call that the store accepted): ``counts``, a dict
+  of ``(task, queue)`` to the number of jobs enqueued; only built while someone listens.
 * ``completed``, ``retrying``, ``failed``, ``cancelled``, ``released`` (an outcome written by
   the completer): ``task``, ``queue``, ``kind`` (the outcome), ``reason``, ``delay`` (the
   retry delay, seconds) and ``error`` (first line, then the traceback) when there is one.
@@ -36,7 +39,7 @@ from tether._logs import JobLog
 log = logging.getLogger("tether.events")
 
 EVENTS = frozenset({
-    "claimed", "completed", "retrying", "failed", "stalled", "lease_lost", "cancelled",
+    "enqueued", "claimed", "completed", "retrying", "failed", "stalled", "lease_lost", "cancelled",
     "released", "snoozed", "leadership_acquired", "leadership_lost", "heartbeat", "child_exited",
     "schedule_enqueued", "schedule_skipped",
 })
@@ -68,6 +71,11 @@ class Events:
         with self._lock:
             self._subscribers[name] = (*self._subscribers.get(name, ()), callback)
         return callback
+
+    def wants(self, name: str) -> bool:
+        """True while ``name`` has a subscriber: an event whose detail is costly to build
+        (one per enqueue of thousands of jobs) is built only then."""
+        return name in self._subscribers
 
     def emit(self, name: str, **kwargs: Any) -> None:
         subscribers = self._subscribers.get(name)

@@ -182,12 +182,12 @@ class Runtime:
             if inside is None:
                 raise ConfigError(
                     f"the {store.kind} store cannot enqueue inside a caller's transaction")
-            return inside.enqueue(jobs, conn=conn)
+            return self._enqueued(jobs, inside.enqueue(jobs, conn=conn))
         request_id = new_request_id()
         started = clock.monotonic()
         for pause in (*ENQUEUE_RETRY_PAUSES, None):
             try:
-                return store.enqueue(jobs, request_id=request_id)
+                return self._enqueued(jobs, store.enqueue(jobs, request_id=request_id))
             except StoreUnavailable:
                 if pause is None or not _retry(started, pause):
                     raise
@@ -207,17 +207,29 @@ class Runtime:
                 raise ConfigError(
                     f"conn= is not supported by the {store.kind} store's async producer (only "
                     "PostgreSQL enqueues inside a caller's transaction)")
-            return await producer.enqueue(jobs, conn=conn)
+            return self._enqueued(jobs, await producer.enqueue(jobs, conn=conn))
         request_id = new_request_id()
         started = clock.monotonic()
         for pause in (*ENQUEUE_RETRY_PAUSES, None):
             try:
-                return await producer.enqueue(jobs, request_id=request_id)
+                return self._enqueued(jobs, await producer.enqueue(jobs, request_id=request_id))
             except StoreUnavailable:
                 if pause is None or not _retry(started, pause):
                     raise
                 await asyncio.sleep(pause)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _enqueued(self, jobs: Sequence[NewJob], ids: list[int]) -> list[int]:
+        """Announce an accepted enqueue (the ``enqueued`` event: metrics count it) and pass
+        its ids on. Inside a caller's transaction the event says the insert was made, not that
+        it committed."""
+        if self.events.wants("enqueued"):
+            counts: dict[tuple[str, str], int] = {}
+            for job in jobs:
+                key = (job.task, job.queue)
+                counts[key] = counts.get(key, 0) + 1
+            self.events.emit("enqueued", detail={"counts": counts})
+        return ids
 
     # -- reading -----------------------------------------------------------------------------
     def view(self, record: JobRecord, *, imports: bool = True) -> Job:
