@@ -210,3 +210,16 @@ def test_history_buckets_follow_the_rows_times(store: Store) -> None:
     assert h.started[39] == 1 and h.wait_avg[39] == pytest.approx(300)
     assert h.wait_max[39] == pytest.approx(300) and h.wait_avg[40] is None
     assert h.done[46] == 1 and sum(h.done) == 1 and sum(h.failed) == 0
+
+
+def test_a_bulk_confirmation_covers_at_most_a_thousand_jobs(store: Store, store_url: str) -> None:
+    from tether.dashboard._bulk import MOST
+
+    made = store.enqueue([make_new_job("cap.job", [i], {}, queue="cap")
+                          for i in range(MOST + 1)])
+    with TestClient(create_app(lambda: open_store(store_url))) as c:
+        preview = c.get("/api/bulk?action=cancel&queue=cap&prefix=cap.").json()
+        assert preview["count"] == MOST and preview["capped"] is True
+        assert preview["ids"] == sorted(made, reverse=True)[:MOST]  # newest first
+        page = c.get("/bulk?action=cancel&queue=cap").text
+        assert "run it again for the rest" in page

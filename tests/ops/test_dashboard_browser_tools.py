@@ -28,7 +28,7 @@ from tether._task import make_new_job
 from tether.stores import Store
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180),
-              pytest.mark.parametrize("store_kind", ["sqlite", "postgres"])]
+              pytest.mark.parametrize("store_kind", ["sqlite", "postgres", "redis"])]
 
 
 @pytest.fixture
@@ -63,8 +63,8 @@ def test_history_charts(store: Store, dashboard: str, browser: Any,  # noqa: F81
     assert (tmp_path / "history.png").stat().st_size > 5000
 
 
-def test_search_by_prefix_and_argument(store: Store, dashboard: str,
-                                       browser: Any) -> None:  # noqa: F811
+def test_search_by_prefix_and_argument(store: Store, dashboard: str, browser: Any,  # noqa: F811
+                                       tmp_path: Path) -> None:
     ids = billing(store)
     browser.get(f"{dashboard}/jobs")
     form = browser.find_element(By.ID, "search")
@@ -75,14 +75,16 @@ def test_search_by_prefix_and_argument(store: Store, dashboard: str,
     shown = {int(a.text) for a in table.find_elements(By.CSS_SELECTOR, "td.num a")}
     assert shown == set(ids["charges"])
     assert "billing.refund" not in table.text and "mail.send" not in table.text
+    browser.save_screenshot(str(tmp_path / "search.png"))
 
 
-def test_bulk_retry_and_delete_ask_first(store: Store, dashboard: str,
-                                         browser: Any) -> None:  # noqa: F811
+def test_bulk_retry_and_delete_ask_first(store: Store, dashboard: str, browser: Any,  # noqa: F811
+                                         tmp_path: Path) -> None:
     ids = billing(store)
     browser.get(f"{dashboard}/jobs?prefix=billing.&status=failed")
     click(browser, browser.find_element(By.ID, "bulk-retry"))
     assert "This will retry 1 job(s)" in browser.find_element(By.ID, "count").text
+    browser.save_screenshot(str(tmp_path / "bulk-confirm.png"))
     assert store.get_job(ids["charges"][1]).status == "failed"  # type: ignore[union-attr]
     click(browser, browser.find_element(By.ID, "confirm-button"))
     assert "retried 1 of 1" in browser.find_element(By.ID, "note").text
@@ -96,8 +98,8 @@ def test_bulk_retry_and_delete_ask_first(store: Store, dashboard: str,
     assert store.get_job(ids["refund"][0]) is None
 
 
-def test_workers_with_jobs_update_live(store: Store, dashboard: str,
-                                       browser: Any) -> None:  # noqa: F811
+def test_workers_with_jobs_update_live(store: Store, dashboard: str, browser: Any,  # noqa: F811
+                                       tmp_path: Path) -> None:
     """The workers page lists each worker's running jobs, and a job claimed after the page
     loaded appears on it without a reload (the live script swaps the region in)."""
     ids = seed(store)
@@ -114,6 +116,7 @@ def test_workers_with_jobs_update_live(store: Store, dashboard: str,
     assert browser.execute_script("return window.__tetherSamePage === true;"), "no reload"
     assert browser.execute_script("return window.tetherLiveUpdates;") >= 1
     assert f"/jobs/{later}" in browser.page_source
+    browser.save_screenshot(str(tmp_path / "workers.png"))
 
 
 def test_overview_updates_live_and_has_a_json_twin(store: Store, dashboard: str,

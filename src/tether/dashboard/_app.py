@@ -138,7 +138,7 @@ def create_app(open_store: Callable[[], Admin], *, settings: Settings | None = N
         try:
             found = job_page(store(), request)
         except Refused as exc:
-            sel = Selection()
+            sel = Selection.from_params(request.query_params)  # keep the filters shown
             found = {"jobs": [], "sel": sel, "since": request.query_params.get("since", ""),
                      "error": str(exc), "more": None, "first": None, "examined": 0,
                      "query": ""}

@@ -10,7 +10,7 @@ selection must be exactly a queue and a state; its count comes from ``counts()``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tether._errors import JobNotFound
@@ -53,23 +53,23 @@ def preview(store: Admin, action: str, sel: Selection) -> Preview:
     if action == "retry":
         if sel.status not in (None, "failed"):
             return Preview(action, 0, refused="only failed jobs can be retried")
-        sel = Selection(**{**sel.__dict__, "status": "failed"})
+        states: tuple[JobStatus, ...] = ("failed",)
     elif sel.status is not None and sel.status not in LIVE:
         return Preview(action, 0, refused=f"{sel.status} jobs are finished: nothing to cancel")
+    else:
+        states = (sel.status,) if sel.status is not None else LIVE
+    # One bounded scan per state (the store selects by state with its index), so a preview
+    # reads at most len(states) * BUDGET jobs however large the table is.
     ids: list[int] = []
-    cursor: int | None = None
     capped = False
-    while True:
-        found = scan(store, sel, cursor=cursor, want=MOST)
-        ids += [j.id for j in found.jobs if action == "retry" or j.status in LIVE]
-        if len(ids) >= MOST:
-            capped = len(ids) > MOST or found.more is not None
-            ids = ids[:MOST]
+    for state in states:
+        found = scan(store, replace(sel, status=state), want=MOST + 1 - len(ids))
+        ids += [j.id for j in found.jobs]
+        capped = capped or found.more is not None
+        if len(ids) > MOST:
             break
-        if found.more is None:
-            break
-        cursor = found.more
-    return Preview(action, len(ids), ids, capped)
+    capped = capped or len(ids) > MOST
+    return Preview(action, min(len(ids), MOST), ids[:MOST], capped)
 
 
 def run(store: Admin, action: str, ids: list[int], sel: Selection) -> str:
