@@ -128,6 +128,8 @@ def test_bulk_retry_cancel_delete_with_confirmation(
                    headers={"x-csrf-token": token})
         assert r.status_code == 400 and "exactly one queue" in r.json()["error"]
     with TestClient(create_app(lambda: open_store(store_url), read_only=True)) as c:
+        assert 'id="bulk"' not in c.get("/jobs").text
+        assert 'id="confirm"' not in c.get("/bulk?action=cancel").text
         token = c.get("/api/csrf").json()["csrf"]
         r = c.post("/api/act/bulk", data={"action": "retry", "ids": "1"},
                    headers={"x-csrf-token": token})
@@ -223,3 +225,19 @@ def test_a_bulk_confirmation_covers_at_most_a_thousand_jobs(store: Store, store_
         assert preview["ids"] == sorted(made, reverse=True)[:MOST]  # newest first
         page = c.get("/bulk?action=cancel&queue=cap").text
         assert "run it again for the rest" in page
+
+
+def test_the_history_page_draws_the_busiest_groups(store: Store, store_url: str) -> None:
+    from tether.dashboard._app import CHARTED
+
+    store.enqueue([make_new_job(f"t.{i:02}", [], {}, queue="many") for i in range(CHARTED + 2)])
+    (job,) = store.claim("w", ["many"], 1, 30)  # t.00, the oldest: the busiest now
+    store.finish([Outcome(job.lease, "done", result="1")])
+    store.enqueue([make_new_job("t.99", [], {}, queue="many")])
+    with TestClient(create_app(lambda: open_store(store_url))) as c:
+        page = c.get("/history?window=15m").text
+        drawn = [f"t.{i:02}" for i in range(CHARTED)]
+        assert all(f'id="throughput-task-{t}"' in page for t in drawn)
+        assert 'id="throughput-task-t.12"' not in page and 'id="throughput-task-t.99"' not in page
+        assert "3 quieter queue(s) or task(s) not drawn" in page
+        assert len(c.get("/api/history?window=15m").json()["tasks"]) == CHARTED + 3

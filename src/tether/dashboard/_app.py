@@ -94,6 +94,18 @@ def history_page(store: Admin, request: Request) -> dict[str, Any]:
             "sel": sel}
 
 
+#: Queues, and tasks, the history page draws at most (the busiest; the API has them all).
+CHARTED = 12
+
+
+def busy(groups: dict[str, Any]) -> list[str]:
+    """The names of the :data:`CHARTED` busiest groups (most finished, then most started),
+    in name order: a page of hundreds of tasks' charts would be unreadable and slow."""
+    ranked = sorted(groups, key=lambda k: (-sum(groups[k].done) - sum(groups[k].failed),
+                                           -sum(groups[k].started), k))
+    return sorted(ranked[:CHARTED])
+
+
 def create_app(open_store: Callable[[], Admin], *, settings: Settings | None = None,
                read_only: bool = False, token: str | None = None,
                basic: str | None = None, flow: list[Declared] | None = None) -> Any:
@@ -197,11 +209,14 @@ def create_app(open_store: Callable[[], Admin], *, settings: Settings | None = N
                                      h.buckets, {"wait_avg": series.wait_avg,
                                                  "wait_max": series.wait_max}, unit="s")}
         groups = [("all", "all jobs", h.all)]
-        groups += [(f"queue-{q}", f"queue {q}", s) for q, s in sorted(h.queues.items())]
-        groups += [(f"task-{t}", f"task {t}", s) for t, s in sorted(h.tasks.items())]
+        busiest = {"queue": busy(h.queues), "task": busy(h.tasks)}
+        groups += [(f"queue-{q}", f"queue {q}", h.queues[q]) for q in busiest["queue"]]
+        groups += [(f"task-{t}", f"task {t}", h.tasks[t]) for t in busiest["task"]]
         drawn = [{"key": key, "label": label, "done": sum(s.done), "failed": sum(s.failed),
                   **chart(key, s)} for key, label, s in groups]
-        return page(request, "history.html", drawn=drawn, windows=list(WINDOWS), **view)
+        hidden = len(h.queues) + len(h.tasks) - len(groups) + 1
+        return page(request, "history.html", drawn=drawn, windows=list(WINDOWS),
+                    hidden=hidden, **view)
 
     def api_history(request: Request) -> Response:
         try:
