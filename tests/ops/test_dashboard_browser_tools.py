@@ -78,7 +78,7 @@ def test_search_by_prefix_and_argument(store: Store, dashboard: str, browser: An
     browser.save_screenshot(str(tmp_path / "search.png"))
 
 
-def test_bulk_retry_and_delete_ask_first(store: Store, dashboard: str, browser: Any,  # noqa: F811
+def test_bulk_retry_delete_and_cancel_ask_first(store: Store, dashboard: str, browser: Any,  # noqa: F811
                                          tmp_path: Path) -> None:
     ids = billing(store)
     browser.get(f"{dashboard}/jobs?prefix=billing.&status=failed")
@@ -96,6 +96,13 @@ def test_bulk_retry_and_delete_ask_first(store: Store, dashboard: str, browser: 
     click(browser, browser.find_element(By.ID, "confirm-button"))
     assert "deleted 2 pending job(s) from bill" in browser.find_element(By.ID, "note").text
     assert store.get_job(ids["refund"][0]) is None
+
+    browser.get(f"{dashboard}/jobs?queue=mail")
+    click(browser, browser.find_element(By.ID, "bulk-cancel"))
+    assert "This will cancel 1 job(s)" in browser.find_element(By.ID, "count").text
+    click(browser, browser.find_element(By.ID, "confirm-button"))
+    assert "cancelled 1" in browser.find_element(By.ID, "note").text
+    assert store.get_job(ids["mail"][0]).status == "cancelled"  # type: ignore[union-attr]
 
 
 def test_workers_with_jobs_update_live(store: Store, dashboard: str, browser: Any,  # noqa: F811
