@@ -188,7 +188,10 @@ def create_app(open_store: Callable[[], Admin], *, settings: Settings | None = N
             found = one_job(request)
         except Refused as exc:
             return answer(request, {"error": str(exc)}, exc.status)
-        links = store().job_links(found.id)
+        try:
+            links = store().job_links(found.id)
+        except JobNotFound:  # pruned between the two reads
+            return answer(request, {"error": f"no job with id {found.id}"}, 404)
         return answer(request, {**api.job_detail(found), "parents": list(links.parents),
                                 "children": list(links.children)})
 
