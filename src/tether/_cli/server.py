@@ -22,6 +22,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from tether._errors import ConfigError
+from tether._install import install_hint
 
 if TYPE_CHECKING:
     from tether._server.auth import Tokens
@@ -109,8 +110,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     try:
         from tether._server.serve import TetherServer
     except ImportError as exc:
-        raise ConfigError(f"tether server needs the server extra: pip install "
-                          f"'tether[server]' ({exc})") from None
+        raise ConfigError(f"tether server needs {install_hint('server')} ({exc})") from None
 
     authorizer = Authorizer(tokens)
     shutdown = Shutdown(draining="stopping the server")
