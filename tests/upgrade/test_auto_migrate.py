@@ -104,7 +104,8 @@ def test_cli_worker_refuses_and_tether_migrate_upgrades(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The operator's view: the worker exits with one line naming the deploy step; `tether
-    migrate` is that step; `tether enqueue` (a producer) does not upgrade either."""
+    migrate` is that step; `tether enqueue` (a producer) and `tether server` do not upgrade
+    either."""
     path = tmp_path / "old.db"
     _sqlite_at(path, 3)
     url = f"sqlite:///{path}"
@@ -112,6 +113,9 @@ def test_cli_worker_refuses_and_tether_migrate_upgrades(
     err = capsys.readouterr().err
     assert code == 3 and "run `tether migrate`" in err and len(err.strip().splitlines()) == 1
     code = main(["worker", "tether._demo_tasks:app", "--url", url, "--burst"])
+    err = capsys.readouterr().err
+    assert code == 3 and "run `tether migrate`" in err, err
+    code = main(["server", "--url", url, "--listen", "127.0.0.1:0", "--insecure"])
     err = capsys.readouterr().err
     assert code == 3 and "run `tether migrate`" in err, err
     assert _sqlite_version(path) == 3
