@@ -35,7 +35,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 
 def add_dashboard(add: Callable[..., argparse.ArgumentParser]) -> Any:
-    p = add("dashboard", cmd_dashboard, "serve the web dashboard (needs tether[dashboard])",
+    p = add("dashboard", cmd_dashboard, "serve the web dashboard (needs the dashboard extra)",
             "tether dashboard --app myproject.jobs:app --port 8080")
     p.add_argument("--url", default=None,
                    help="store URL (default: the app's, else $TETHER_URL)")
