@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from tether._errors import SchemaError
 from tether.stores._contract import Store
 
 #: ``create``: make a missing schema, check an existing one (the default);
@@ -33,15 +34,22 @@ def step_for(auto_migrate: bool | None) -> SchemaStep:
 def prepare_schema(store: Store, step: SchemaStep) -> None:
     """Bring the schema to what ``step`` allows, or raise SchemaError (one line).
 
-    ``create`` reads the version first: 0 means no schema, which ``migrate`` creates (two
-    processes creating at once are safe: every store's ``migrate`` runs once under a lock).
-    Any other version goes to ``check_schema``, which refuses an older schema ("run `tether
-    migrate`") and a newer one ("upgrade tether") without writing.
+    ``create`` checks first, so a store at this release's version costs what a plain check
+    costs. Only when the check fails is the version read: 0 means no schema, which ``migrate``
+    creates (two processes creating at once are safe: every store's ``migrate`` runs once under
+    a lock); any other version keeps the check's error, which refuses an older schema ("run
+    `tether migrate`") and a newer one ("upgrade tether") without writing.
     """
-    if step == "upgrade" or (step == "create" and store.info().schema_version == 0):
+    if step == "upgrade":
         store.migrate()
-    else:
+        return
+    try:
         store.check_schema()
+    except SchemaError:
+        if step == "create" and store.info().schema_version == 0:
+            store.migrate()
+            return
+        raise
 
 
 __all__ = ["SchemaStep", "prepare_schema", "step_for"]
