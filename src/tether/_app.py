@@ -50,10 +50,13 @@ class App:
     names modules that declare tasks, imported when a worker starts (and when a task name is
     looked up and unknown). Options are the fields of :class:`tether._config.Settings`
     (``lease_ttl``, ``heartbeat_interval``, ...); a wrong or unknown option raises
-    ConfigError at once.
+    ConfigError at once. ``auto_migrate``: ``None`` (default) creates a missing schema and
+    refuses an older one ("run `tether migrate`"), so a new release's worker never changes the
+    schema under the old release's (docs/upgrading.md); ``True`` also upgrades; ``False``
+    only checks.
     """
 
-    def __init__(self, url: str | None = None, *, auto_migrate: bool = True,
+    def __init__(self, url: str | None = None, *, auto_migrate: bool | None = None,
                  codec: Codec | None = None, include: Iterable[str] = (),
                  **options: Any) -> None:
         #: What the worker, the CLI, the testing helpers and the integrations use.
@@ -85,7 +88,9 @@ class App:
     # -- store -------------------------------------------------------------------------------
     @property
     def store(self) -> Store:
-        """The store, opened (and migrated, unless auto_migrate=False) on first use."""
+        """The store, opened on first use: a missing schema is created, an older one refused
+        with "run `tether migrate`" (``auto_migrate=True`` upgrades it; ``False`` only
+        checks). Upgrading is a deploy step, never a side effect of a worker starting."""
         return self.runtime.store
 
     def close(self) -> None:

@@ -1,4 +1,4 @@
-"""Prometheus metrics for a worker (extra ``tether[metrics]``: ``prometheus_client``).
+"""Prometheus metrics for a worker (the ``metrics`` extra: ``prometheus_client``).
 
 ``tether worker --metrics-port N`` serves ``/metrics``; from Python, :func:`serve` does the
 same and :class:`Metrics` alone fills a registry of your choice. Why it is built on

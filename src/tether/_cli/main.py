@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "kill it (the attempt stalls) if it passes MIB during one")
     p.add_argument("--metrics-port", type=c.port, default=None,
                    help="serve Prometheus metrics on 127.0.0.1:PORT/metrics (needs "
-                   "tether[metrics])")
+                   "the metrics extra)")
     p.add_argument("--metrics-host", default="127.0.0.1",
                    help="address for --metrics-port (0.0.0.0 to let Prometheus scrape it)")
     p.add_argument("--burst", action="store_true",
