@@ -293,6 +293,9 @@ class SQLiteLeases:
         with self._wake:
             local = self._signal_gen
         if self._stamp is not None:
+            # No read, but the store's checks: a closed store or a replaced file raises here
+            # as the data version's read would (the caller's retry path, or StoreGone).
+            self._db.get()
             return (*signal_stamp.read(self._stamp), local)
         return self._db.data_version(), local
 
