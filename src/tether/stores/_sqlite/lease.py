@@ -37,15 +37,16 @@ from tether.stores._contract import (
     Outcome,
     WorkerInfo,
 )
+from tether.stores._sqlite import signal_stamp
 from tether.stores._sqlite.connection import Connections, guarded
 from tether.stores._sqlite.flow import flow_claim
 from tether.stores._sqlite.links import resolve
 from tether.stores._sqlite.rows import FinishPlan, Q, checked_request_id, job_from_row, store_now
 
 _WAIT_POLL = 0.01
-#: How often wait_for_signal looks at the data version: it runs on every worker all the time
-#: (wait_for_jobs only while idle), and each foreign commit it sees costs a read (~70 us
-#: under load), so less often than wait_for_jobs; still far below the heartbeat's interval.
+#: How often wait_for_signal looks at the signal stamp (one stat; without a stamp file the
+#: data version, where each foreign commit seen costs a read): it runs on every worker all
+#: the time, so less often than wait_for_jobs; still far below the heartbeat's interval.
 _SIGNAL_POLL = 0.05
 #: How long wait_for_signal pauses after a failed read (the heartbeat says what is wrong).
 _SIGNAL_RETRY = 0.5
@@ -60,8 +61,9 @@ class SQLiteLeases:
     _seen: threading.local
     #: wait_for_signal's per owner state: the data version, cancel-requested job ids and
     #: paused queues it last saw.
-    _signal_seen: dict[str, tuple[tuple[int, int], frozenset[int], frozenset[str]]]
+    _signal_seen: dict[str, tuple[tuple[int, ...], frozenset[int], frozenset[str]]]
     _signal_gen: int  # bumped by cancels and pauses through this store
+    _stamp: str | None  # the signal stamp file (signal_stamp.py), None without a directory
 
     if TYPE_CHECKING:
         def _announce_finished(self) -> None: ...  # SQLiteProducer's
@@ -253,12 +255,12 @@ class SQLiteLeases:
             self._seen.version = current
 
     def wait_for_signal(self, owner: str, timeout: float) -> bool:
-        """SQLite has no messages: poll ``PRAGMA data_version`` every 50 ms (wait_for_jobs: 10
-        ms), and when another connection committed since this owner last looked, read its
-        cancel-requested running jobs and the paused set. A signal is a job or a paused queue
-        not seen before (by this store, for this owner); a resume is not one (it wakes the
-        queue's waiters itself). The first call for an owner takes the baseline and returns
-        True."""
+        """SQLite has no messages: poll the signal stamp (signal_stamp.py: one ``stat``; a
+        database without a directory: ``PRAGMA data_version``) every 50 ms, and when it moved
+        since this owner last looked, read its cancel-requested running jobs and the paused
+        set. A signal is a job or a paused queue not seen before (by this store, for this
+        owner); a resume is not one (it wakes the queue's waiters itself). The first call for
+        an owner takes the baseline and returns True."""
         deadline = clock.monotonic() + max(0.0, timeout)
         try:
             seen = self._signal_seen.get(owner)
@@ -284,15 +286,24 @@ class SQLiteLeases:
                 self._wake.wait(min(_SIGNAL_RETRY, max(0.0, deadline - clock.monotonic())))
             return True
 
-    def _signal_version(self) -> tuple[int, int]:
-        """What moves when a signal may have come: another connection's commit, or a cancel
-        or pause through this store (its own connection's commits do not move data_version)."""
+    def _signal_version(self) -> tuple[int, ...]:
+        """What moves when a signal may have come: the signal stamp (a cancel or pause by any
+        process), or without one another connection's commit; and a cancel or pause through
+        this store (its own connection's commits do not move data_version)."""
         with self._wake:
             local = self._signal_gen
+        if self._stamp is not None:
+            # No read, but the store's checks: a closed store or a replaced file raises here
+            # as the data version's read would (the caller's retry path, or StoreGone).
+            self._db.get()
+            return (*signal_stamp.read(self._stamp), local)
         return self._db.data_version(), local
 
     def signal_local(self) -> None:
-        """A cancel or pause through this store: its own waiters look now."""
+        """A cancel or pause through this store, committed: every process's waiters look now
+        (the stamp), this store's own at once."""
+        if self._stamp is not None:
+            signal_stamp.bump(self._stamp)
         with self._wake:
             self._signal_gen += 1
             self._wake.notify_all()

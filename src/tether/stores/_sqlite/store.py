@@ -48,6 +48,7 @@ from tether.stores._sqlite.producer import SQLiteProducer
 from tether.stores._sqlite.rows import SCHEMA_VERSION, store_now
 from tether.stores._sqlite.schedules import SQLiteSchedules
 from tether.stores._sqlite.schema import SQLiteSchema
+from tether.stores._sqlite.signal_stamp import stamp_path
 from tether.stores._sqlite.url import check_folder, parse_url
 
 
@@ -78,8 +79,9 @@ class SQLiteStore(SQLiteSchema, SQLiteProducer, SQLiteLeases, SQLiteMaintenance,
         self._wake = threading.Condition()
         self._wake_gen = 0
         self._seen = threading.local()
-        self._signal_seen: dict[str, tuple[tuple[int, int], frozenset[int], frozenset[str]]] = {}
+        self._signal_seen: dict[str, tuple[tuple[int, ...], frozenset[int], frozenset[str]]] = {}
         self._signal_gen = 0
+        self._stamp = stamp_path(self.path)
         self._aio_init()
 
     def __repr__(self) -> str:
