@@ -184,6 +184,16 @@ def pg_schema(url: str) -> str:
     return parse_qs(urlsplit(url).query)["schema"][0]
 
 
+def pg_dsn_schema(url: str) -> tuple[str, str]:
+    """(the DSN without tether's query, the schema) of an isolated PostgreSQL URL."""
+    return url.split("?", 1)[0], pg_schema(url)
+
+
+def redis_url_prefix(url: str) -> tuple[str, str]:
+    """(the Redis URL without tether's query, the key prefix) of an isolated Redis URL."""
+    return url.split("?", 1)[0], redis_prefix(url)
+
+
 def redis_prefix(url: str) -> str:
     return parse_qs(urlsplit(url).query)["prefix"][0]
 
