@@ -23,9 +23,10 @@ TARGETS_23: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = (
     *((s, "drain", "tether drain / bare loop", f"drain >= {_BARE_X[s]} x its bare loop",
        (f"no-op jobs, {_DEFAULTS}", "bare loop (")) for s in _ALL),
     *((s, "enqueue", "enqueue_many / bare batch", "enqueue_many >= 0.6 x the bare batch insert",
-       ("enqueue_many (", "bare COPY (")) for s in _ALL),
+       ("enqueue_many (", "bare batch:", "bare COPY (")) for s in _ALL),
     *((s, "enqueue", "single enqueue / bare round trip",
-       "single enqueue <= 1.5 x the bare single round trip", ("single enqueue cost",))
+       "single enqueue <= 1.5 x the bare single round trip",
+       ("single enqueue cost", "bare single:"))
       for s in _ALL),
     *((s, "pool", "process / thread drain, -c 10", "process pool >= 60 % of the thread pool",
        ("--pool thread -c 10", "--pool process -c 10")) for s in _ALL),
@@ -36,7 +37,8 @@ TARGETS_23: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = (
 #: The targets of earlier briefs: (store, scenario, a substring of the figure name, label). A
 #: target whose figure is absent from a run is listed as "not measured".
 TARGETS: tuple[tuple[str, str, str, str], ...] = (
-    ("sqlite", "drain", "(the defaults)", "SQLite drain at the defaults >= 15,000 jobs/s"),
+    ("sqlite", "drain", f"no-op jobs, {_DEFAULTS}", "SQLite drain at the defaults >= 15,000 "
+     "jobs/s"),
     ("redis", "drain", "tether drain / saq", "Redis drain at the defaults >= 3x saq"),
     ("postgres", "enqueue", "enqueue_many (", "PG enqueue_many >= 30,000 jobs/s"),
     *((s, "startup", "to first job", "worker start to first job < 0.5 s") for s in

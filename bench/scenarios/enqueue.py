@@ -142,7 +142,7 @@ def run(kind: str, cfg: Config) -> list[Figure]:
         Figure(kind, "enqueue", f"enqueue one by one ({n:,})", "jobs/s", single,
                note=f"median of {BLOCK}-job blocks"),
         Figure(kind, "enqueue", f"enqueue_many ({m:,} in one call)", "jobs/s", many),
-        Figure(kind, "enqueue", f"{BARE_MANY[kind]} ({m:,})", "jobs/s", bare_many,
+        Figure(kind, "enqueue", f"bare batch: {BARE_MANY[kind]} ({m:,})", "jobs/s", bare_many,
                note="bench.bare.inserts; same run, order alternating"),
     ]
     if kind == "postgres":
@@ -166,7 +166,8 @@ def run(kind: str, cfg: Config) -> list[Figure]:
     per_enqueue.note = f"{ratio.median:.2f}x the {BARE_ONE[kind]} in the same run"
     ratio.expect("<=", 1.5)
     figs += [per_enqueue,
-             Figure(kind, "enqueue", BARE_ONE[kind], "ms", [s * 1000 for s in bare_one],
+             Figure(kind, "enqueue", f"bare single: {BARE_ONE[kind]}", "ms",
+                    [s * 1000 for s in bare_one],
                     note="bench.bare.inserts, interleaved with tether's enqueues"),
              ratio]
     if same_s:
