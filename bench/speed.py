@@ -1,9 +1,12 @@
 """A/B drains for speed work (issue #23): another checkout against this one, interleaved.
 
-``python -m bench.speed --base /path/to/other/checkout [--stores sqlite,postgres,redis]
-[--runs 3] [--jobs 10000] [-c 10]``
+``python -m bench.speed --base /path/to/other/checkout [--tree /path/to/checkout]
+[--stores sqlite,postgres,redis] [--runs 3] [--jobs 10000] [-c 10] [--out FILE.json]``
 
-Per round and store: the base tree's drain, this tree's drain (the order alternating from
+``--tree`` defaults to this checkout; with it, any checkout's tether can be compared with any
+other's from the one tree that has this tool (its bench/ drives both).
+
+Per round and store: the base tree's drain, the other tree's drain (the order alternating from
 round to round) and the bare loop of the same protocol (bench.bare), each on a fresh isolated
 store. A drain is N queued no-op jobs and one ``tether worker bench.apps:app -c 10`` (thread
 pool); the rate is N / (all done - worker registered), the CPU per job is the worker's process
@@ -127,6 +130,8 @@ def table(samples: dict[str, dict[str, list[dict[str, float]]]], names: list[str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__)
     parser.add_argument("--base", required=True, type=Path, help="another checkout to compare")
+    parser.add_argument("--tree", type=Path, default=ROOT,
+                        help="the checkout measured against --base (default: this one)")
     parser.add_argument("--stores", default=",".join(STORES))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=10_000)
@@ -134,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="also write the samples as JSON here")
     args = parser.parse_args(argv)
     stores = [s for s in args.stores.split(",") if s]
-    trees = {"base": args.base.resolve(), "this": ROOT}
+    trees = {"base": args.base.resolve(), "this": args.tree.resolve()}
     load0 = os.getloadavg()
     samples = measure(trees, stores, args.runs, args.jobs, args.concurrency)
     load1 = os.getloadavg()
