@@ -1,7 +1,8 @@
 """A/B drains for speed work (issue #23): another checkout against this one, interleaved.
 
 ``python -m bench.speed --base /path/to/other/checkout [--tree /path/to/checkout]
-[--stores sqlite,postgres,redis] [--runs 3] [--jobs 10000] [-c 10] [--out FILE.json]``
+[--stores sqlite,postgres,redis] [--runs 3] [--jobs 10000] [-c 10] [--pool thread|process]
+[--out FILE.json]``
 
 ``--tree`` defaults to this checkout; with it, any checkout's tether can be compared with any
 other's from the one tree that has this tool (its bench/ drives both).
@@ -9,8 +10,9 @@ other's from the one tree that has this tool (its bench/ drives both).
 Per round and store: the base tree's drain, the other tree's drain (the order alternating from
 round to round) and the bare loop of the same protocol (bench.bare), each on a fresh isolated
 store. A drain is N queued no-op jobs and one ``tether worker bench.apps:app -c 10`` (thread
-pool); the rate is N / (all done - worker registered), the CPU per job is the worker's process
-tree's utime + stime (from /proc, children included) over the same window, divided by N.
+pool unless ``--pool process``); the rate is N / (all done - worker registered), the CPU per
+job is the worker's process tree's utime + stime (from /proc, children included) over the same
+window, divided by N.
 Each tree's drive runs in a subprocess with that tree's ``src`` first on ``PYTHONPATH``, so the
 worker and the enqueues run that tree's tether (the harness pieces are this tree's bench/, as
 bench.liveness does). Prints the medians: rate, CPU/job, ratio to the bare loop (per round),
@@ -39,14 +41,15 @@ import tether
 from bench.apps import make_app, NOOP
 from bench.procs import WorkerProc, wait_drained, wait_registered, tree_cpu_seconds
 
-url, n, c = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+url, n, c, pool = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 app = make_app(url)
 app.store.migrate()
 task = app.runtime.registry.tasks[NOOP]
 last = 0
 for start in range(0, n, 10_000):
     last = task.enqueue_many([((), {})] * min(10_000, n - start))[-1]
-worker = WorkerProc(url, c, log_dir=tempfile.mkdtemp(prefix="tbench-speed-"))
+worker = WorkerProc(url, c, log_dir=tempfile.mkdtemp(prefix="tbench-speed-"),
+                    extra_args=["--pool", pool])
 try:
     registered = wait_registered(app.store, [worker], timeout=120)
     cpu0 = tree_cpu_seconds(worker.pid)
@@ -60,11 +63,12 @@ print(json.dumps({"rate": n / max(done - registered, 1e-9), "cpu_per_job": (cpu1
 '''
 
 
-def drive(tree: Path, kind: str, n: int, concurrency: int) -> dict[str, float]:
+def drive(tree: Path, kind: str, n: int, concurrency: int,
+          pool: str = "thread") -> dict[str, float]:
     """One drain by ``tree``'s tether on a fresh isolated store: rate and CPU per job."""
     env = dict(os.environ, PYTHONPATH=f"{tree / 'src'}{os.pathsep}{ROOT}")
     with isolated(kind, Config()) as url:
-        done = subprocess.run([sys.executable, "-c", DRIVE, url, str(n), str(concurrency)],
+        done = subprocess.run([sys.executable, "-c", DRIVE, url, str(n), str(concurrency), pool],
                               cwd=str(ROOT), env=env, capture_output=True, text=True,
                               timeout=max(900.0, n / 50), check=False)
     if done.returncode != 0:
@@ -83,7 +87,8 @@ def bare_drain(kind: str, n: int) -> dict[str, float]:
 
 
 def measure(trees: dict[str, Path], stores: list[str], runs: int, n: int,
-            concurrency: int, echo: bool = True) -> dict[str, dict[str, list[dict[str, float]]]]:
+            concurrency: int, pool: str = "thread",
+            echo: bool = True) -> dict[str, dict[str, list[dict[str, float]]]]:
     """samples[store][name] = one dict per round (name: the trees' names and "bare")."""
     samples: dict[str, dict[str, list[dict[str, float]]]] = {}
     names = list(trees)
@@ -93,7 +98,7 @@ def measure(trees: dict[str, Path], stores: list[str], runs: int, n: int,
             per = samples.setdefault(kind, {})
             for name in [*order, "bare"]:
                 s = bare_drain(kind, n) if name == "bare" else \
-                    drive(trees[name], kind, n, concurrency)
+                    drive(trees[name], kind, n, concurrency, pool)
                 per.setdefault(name, []).append(s)
                 if echo:
                     print(f"round {rnd} {kind} {name}: {s['rate']:,.0f} jobs/s, "
@@ -136,20 +141,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("-c", "--concurrency", type=int, default=10)
+    parser.add_argument("--pool", choices=["thread", "process"], default="thread")
     parser.add_argument("--out", type=Path, help="also write the samples as JSON here")
     args = parser.parse_args(argv)
     stores = [s for s in args.stores.split(",") if s]
     trees = {"base": args.base.resolve(), "this": args.tree.resolve()}
     load0 = os.getloadavg()
-    samples = measure(trees, stores, args.runs, args.jobs, args.concurrency)
+    samples = measure(trees, stores, args.runs, args.jobs, args.concurrency, args.pool)
     load1 = os.getloadavg()
-    print(f"\n{args.jobs:,} jobs, -c {args.concurrency}, {args.runs} interleaved rounds; "
+    print(f"\n{args.jobs:,} jobs, -c {args.concurrency} --pool {args.pool}, {args.runs} "
+          "interleaved rounds; "
           f"load average {load0[0]:.2f} at start, {load1[0]:.2f} at end")
     print(table(samples, list(trees)))
     if args.out:
         args.out.write_text(json.dumps({
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "jobs": args.jobs,
-            "runs": args.runs, "load": [load0, load1], "samples": samples,
+            "runs": args.runs, "concurrency": args.concurrency, "pool": args.pool,
+            "load": [load0, load1], "samples": samples,
             "trees": {k: str(v) for k, v in trees.items()}}, indent=2))
     return 0
 
