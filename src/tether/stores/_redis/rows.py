@@ -142,11 +142,13 @@ def claimed_jobs(flat: Sequence[Any], owner: str, nonce: str) -> list[JobRecord]
     the claim wrote them (running, ``owner``, ``<nonce>:<id>``), and a replay returns only
     jobs whose hash still says exactly that."""
     if len(flat) % CLAIM_ROW:
-        raise StoreError(f"redis claim reply of {len(flat)} values is not whole rows; "
-                         "the server runs another tether's scripts")
+        raise StoreError(
+            f"redis claim reply of {len(flat)} values is not whole rows; "
+            "the server runs another tether's scripts"
+        )
     jobs: list[JobRecord] = []
     for at in range(0, len(flat), CLAIM_ROW):
-        r = flat[at:at + CLAIM_ROW]
+        r = flat[at : at + CLAIM_ROW]
         try:
             jobs.append(_claimed(r, owner, nonce))
         except (KeyError, ValueError, TypeError) as exc:
@@ -161,7 +163,7 @@ def _claimed(r: Sequence[Any], owner: str, nonce: str) -> JobRecord:
     (lease_until, started_at, cancel, id_, task, queue, payload, priority, run_at, attempt,
      max_attempts, failures, stall_count, max_stalls, interruptions, created_at, finished_at,
      last_error, failure_reason, result, checkpoint, progress, unique_key, errors, uid,
-     limit_key, snoozes) = r
+     limit_key, snoozes) = r  # fmt: skip
     return JobRecord(
         id=int(id_),
         task=task,
