@@ -10,7 +10,8 @@ Invariants (the contract's 1 and 2, kept the PostgreSQL way):
    ``attempt + 1`` and ``lease_token = nonce:id`` using the database's clock (unless a test
    passes ``now``). Row locks plus the UPDATE's re-check of ``status`` mean no (job, attempt)
    is ever granted twice. The rows come back without what the claim decided for all of
-   them (status ``running``, the owner, the token ``nonce:id``): :meth:`claim` fills those in.
+   them (status ``running``, the owner, the token ``nonce:id``): :mod:`claimrow` fills those
+   in.
 2. **Every write about a claimed job is fenced** by ``(id, attempt, locked_by, lease_token)``
    and ``status = 'running'`` in its WHERE clause. Heartbeat and finish fence each row of a
    batch; what RETURNING leaves out was rejected (finish: unless it is a replay of an outcome
@@ -40,11 +41,11 @@ from tether.stores._contract import (
     Outcome,
     WorkerInfo,
 )
+from tether.stores._postgres.claimrow import claimed_job
 from tether.stores._postgres.connection import Conn
 from tether.stores._postgres.flow import flow_claim
 from tether.stores._postgres.listen import Listener
 from tether.stores._postgres.plumbing import Plumbing
-from tether.stores._records import job_of
 
 _KINDS = frozenset({"done", "error", "dead", "cancelled", "released", "stalled", "snoozed"})
 _REASON = {"error": "error", "dead": "error", "released": "released",
@@ -84,8 +85,7 @@ class PostgresLeases(Plumbing):
         else:
             params["queues"] = list(queues)
             rows = self._rows("claim_queues", params)
-        jobs = [job_of((*row[:4], "running", *row[4:12], owner, *row[12:24],
-                        f"{nonce}:{row[0]}", *row[24:])) for row in rows]
+        jobs = [claimed_job(row, owner, nonce) for row in rows]
         if jobs:
             newest = max(jobs, key=lambda job: job.id)
             self._watch.saw_claimed((newest.id, newest.uid))
