@@ -229,7 +229,9 @@ def _check_outcome(outcome: Outcome) -> str:
         raise ConfigError(f"unknown outcome kind {outcome.kind!r}")
     if outcome.result is not None:
         limits.check_json_text(outcome.result, "result")
-    if outcome.error is None:  # the usual outcome: a worker's few (owner, result) pairs
+    # The usual outcome: no error and a short result, one of a worker's few (owner, result)
+    # pairs. Only short results are remembered: the cache must not hold large ones alive.
+    if outcome.error is None and (outcome.result is None or len(outcome.result) <= 64):
         # + 0.0: -0.0 and 0.0 are one cache key, so they must be one digest ("0.0").
         return _plain_digest(outcome.lease.owner, outcome.kind, outcome.result,
                              outcome.reason, float(outcome.retry_delay) + 0.0)
