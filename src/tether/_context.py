@@ -228,9 +228,7 @@ def current_job() -> JobContext:
         raise TetherError("current_job() called outside a running tether job") from None
 
 
-def bind(ctx: JobContext) -> contextvars.Token[JobContext]:
-    return _current.set(ctx)
-
-
-def unbind(token: contextvars.Token[JobContext]) -> None:
-    _current.reset(token)
+#: Make ``ctx`` the running attempt of this thread (or task); returns the token to unbind.
+#: The context variable's own methods, not wrappers: called twice per job.
+bind: Callable[[JobContext], contextvars.Token[JobContext]] = _current.set
+unbind: Callable[[contextvars.Token[JobContext]], None] = _current.reset

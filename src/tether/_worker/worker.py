@@ -374,8 +374,8 @@ class Worker:
         """The attempt holds a slot (the pool says when: a thread pool when a handler thread
         takes it from the backlog, a process pool at once)."""
         job = entry.ctx.job
-        self.runtime.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
-                                 detail={"task": job.task, "queue": job.queue})
+        self.runtime.events.emit_job("claimed", job.id, job.attempt, self.id,
+                                     {"task": job.task, "queue": job.queue})
 
     def _settle(self, entry: Running, outcome: Outcome | None) -> None:
         self.timeouts.cancel(entry)
