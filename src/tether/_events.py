@@ -98,7 +98,11 @@ class Events:
         _SET_ATTEMPT(event, attempt)
         _SET_WORKER(event, worker)
         _SET_DETAIL(event, detail)
-        self._deliver(subscribers, event)
+        for callback in subscribers:  # _deliver, inlined: one frame less per job and event
+            try:
+                callback(event)
+            except Exception:
+                log.exception("event callback %r for %s failed", callback, name)
 
     @staticmethod
     def _deliver(subscribers: tuple[Callback, ...], event: Event) -> None:

@@ -378,7 +378,8 @@ class Worker:
                                      {"task": job.task, "queue": job.queue})
 
     def _settle(self, entry: Running, outcome: Outcome | None) -> None:
-        self.timeouts.cancel(entry)
+        if entry.extra:  # an armed timeout is kept there (most jobs have none: no call)
+            self.timeouts.cancel(entry)
         if outcome is None:
             ctx = entry.ctx
             if ctx.completed_in_transaction:
