@@ -228,12 +228,14 @@ def current_job() -> JobContext:
         raise TetherError("current_job() called outside a running tether job") from None
 
 
-def bind(ctx: JobContext) -> contextvars.Token[JobContext]:
-    """Make ``ctx`` the calling thread's current attempt (the handler runs next). The first
-    bind of a process also makes its log records carry the job (:mod:`tether._logcontext`)."""
-    _logcontext.install(_current)  # a no-op after the first
-    return _current.set(ctx)
+#: Make ``ctx`` the running attempt of this thread (or task); returns the token to unbind.
+#: The context variable's own methods, not wrappers: called twice per job.
+bind: Callable[[JobContext], contextvars.Token[JobContext]] = _current.set
+unbind: Callable[[contextvars.Token[JobContext]], None] = _current.reset
 
 
-def unbind(token: contextvars.Token[JobContext]) -> None:
-    _current.reset(token)
+def follow_logs() -> None:
+    """Make this process's log records carry the running attempt's job (issue #24,
+    :mod:`tether._logcontext`): a worker and a process-pool child call it once as they start,
+    so ``bind`` stays the bare ``ContextVar.set`` on the per-job path."""
+    _logcontext.install(_current)
