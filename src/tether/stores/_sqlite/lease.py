@@ -14,7 +14,8 @@ Invariants (the contract's 1 and 2, kept the SQLite way):
   again after the file was lost and recreated.
 * **A claim or finish repeated after its reply was lost acts once**: a claim with a
   ``request_id`` is recorded in the ``requests`` table in its transaction and a repeat is
-  answered from it; a ``finish`` recognises its applied outcome by the token the row keeps.
+  answered from it; a ``finish`` recognises its applied outcome by the token the row keeps
+  and the owner it records (``outcome_owner``): another owner's copy of the token is no replay.
 """
 
 from __future__ import annotations
