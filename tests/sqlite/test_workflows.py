@@ -240,7 +240,7 @@ def test_a_job_without_links_runs_no_link_statement(sqlite_store: SQLiteStore) -
     with _traced(store) as seen:
         assert store.finish([Outcome(jobs[0].lease, "done", result="1"),
                              Outcome(jobs[1].lease, "dead", error="x")], now=now) == []
-    assert seen == ["BEGIN", "finish", "finish", "links:any_link", "COMMIT"]
+    assert seen == ["BEGIN", "finish_done", "finish", "links:any_link", "COMMIT"]
     with _traced(store) as seen:
         assert len(store.reap_expired(now=now + 10)) == 2
         assert store.cancel(store.enqueue([NewJob("t")], now=now)[0], now=now) == "cancelled"

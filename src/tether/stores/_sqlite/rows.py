@@ -126,6 +126,17 @@ class FinishPlan:
         tail = (now,)
         return [params + tail for params in self.sent]
 
+    def split(self, now: float) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """:meth:`bound`, the done outcomes apart (their own, leaner statement). The order
+        between the two lists only matters for two outcomes of one job, and then not both
+        can apply: the caller runs the batch again in order (see SQLiteLeases.finish)."""
+        tail = (now,)
+        done: list[tuple[Any, ...]] = []
+        other: list[tuple[Any, ...]] = []
+        for params in self.sent:
+            (done if params[4] == "done" else other).append(params + tail)
+        return done, other
+
     def ids(self, applied: Sequence[int]) -> str:
         """JSON of the job ids of the sent outcomes ``applied`` (indexes in ``sent``)."""
         return json.dumps([self.sent[i][0] for i in applied])
