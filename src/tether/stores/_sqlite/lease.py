@@ -38,7 +38,7 @@ from tether.stores._contract import (
     Outcome,
     WorkerInfo,
 )
-from tether.stores._sqlite.connection import Connections, guarded
+from tether.stores._sqlite.connection import Connections, Undecodable, fetch_strict, guarded
 from tether.stores._sqlite.flow import flow_claim
 from tether.stores._sqlite.links import any_link, resolve
 from tether.stores._sqlite.rows import (
@@ -121,22 +121,10 @@ class SQLiteLeases:
             "now": now,
         }
         request = {"kind": "claim", "request_id": request_id, "reply": "", "now": now}
-        granted: list[Any] = []
-        with self._db.write() as conn:
-            t = params["now"] = request["now"] = store_now(conn, now)
-            if request_id is not None and conn.execute(Q["request_find"], request).fetchone():
-                rows = conn.execute(Q["claim_replayed"], params).fetchall()
-            else:
-                if flow:
-                    rows = flow_claim(conn, flow, list(dict.fromkeys(queues)), params)
-                else:
-                    rows = []
-                    granted = conn.execute(Q["claim"], params).fetchall()
-                # Only a claim that granted something needs its record: a replay of an empty
-                # claim may claim afresh (nothing was orphaned). Idle workers claim empty all
-                # the time, and every written row lengthens the write lock's hold.
-                if request_id is not None and (rows or granted):
-                    conn.execute(Q["request_insert"], request)
+        try:
+            t, rows, granted = self._claim_write(params, request, now, queues, flow, strict=True)
+        except Undecodable:  # a row's text is not UTF-8: undone, and read with replacement
+            t, rows, granted = self._claim_write(params, request, now, queues, flow, strict=False)
         if len(rows) + len(granted) < limit:
             # The claimer may wait next: remember what it has seen, so a commit that lands
             # between this claim and wait_for_jobs still wakes it.
@@ -146,6 +134,42 @@ class SQLiteLeases:
         jobs = [job_from_row(row) for row in rows]
         jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
         return jobs
+
+    def _claim_write(
+        self,
+        params: dict[str, Any],
+        request: dict[str, Any],
+        now: float | None,
+        queues: Sequence[str],
+        flow: Sequence[FlowLimit],
+        *,
+        strict: bool,
+    ) -> tuple[float, list[Any], list[Any]]:
+        """The claim's transaction: (store time, full rows of a replay or a limited claim,
+        slim rows of a plain claim). ``strict``: the plain claim's rows are decoded by
+        :func:`fetch_strict` (raises Undecodable, after which this transaction is undone)."""
+        granted: list[Any] = []
+        with self._db.write() as conn:
+            t = params["now"] = request["now"] = store_now(conn, now)
+            if request["request_id"] is not None and conn.execute(
+                Q["request_find"], request
+            ).fetchone():
+                rows = conn.execute(Q["claim_replayed"], params).fetchall()
+            else:
+                if flow:
+                    rows = flow_claim(conn, flow, list(dict.fromkeys(queues)), params)
+                else:
+                    rows = []
+                    if strict:
+                        granted = fetch_strict(conn, Q["claim"], params)
+                    else:
+                        granted = conn.execute(Q["claim"], params).fetchall()
+                # Only a claim that granted something needs its record: a replay of an empty
+                # claim may claim afresh (nothing was orphaned). Idle workers claim empty all
+                # the time, and every written row lengthens the write lock's hold.
+                if request["request_id"] is not None and (rows or granted):
+                    conn.execute(Q["request_insert"], request)
+        return t, rows, granted
 
     @guarded
     def heartbeat(
