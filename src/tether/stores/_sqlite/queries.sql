@@ -71,6 +71,23 @@ INSERT INTO jobs (task, queue, payload, status, priority, run_at, max_attempts, 
 VALUES (:task, :queue, :payload, 'pending', :priority, coalesce(:run_at, :now + :delay),
         :max_attempts, :max_stalls, :unique_key, :now, lower(hex(randomblob(16))), :limit_key)
 
+-- name: enqueue_insert_many
+-- enqueue_insert for a batch of jobs without unique_key and without parents (nothing to look
+-- up between two inserts), run by executemany from tuples: ?1 task, ?2 queue, ?3 payload,
+-- ?4 priority, ?5 run_at, ?6 delay, ?7 max_attempts, ?8 max_stalls, ?9 limit_key, ?10 now.
+-- Named parameters cost a dictionary lookup per parameter and job (issue #23: a batch of
+-- 10,000 ran at 0.4 x a bare executemany). The ids need no lastrowid per job: under the write
+-- lock AUTOINCREMENT hands out consecutive ids, so Python reads the last one (last_insert_id).
+INSERT INTO jobs (task, queue, payload, status, priority, run_at, max_attempts, max_stalls,
+                  created_at, uid, limit_key)
+VALUES (?1, ?2, ?3, 'pending', ?4, coalesce(?5, ?10 + ?6), ?7, ?8, ?10,
+        lower(hex(randomblob(16))), ?9)
+
+-- name: last_insert_id
+-- The id of the last row this connection inserted (after enqueue_insert_many, in its
+-- transaction).
+SELECT last_insert_rowid()
+
 -- name: claim
 -- The claim IS the lease grant: one UPDATE moves the chosen pending rows to running and sets
 -- owner, lease, attempt + 1 and started_at together, so no row is ever running without a lease.
