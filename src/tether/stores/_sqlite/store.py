@@ -27,7 +27,9 @@ closing, the clock, the declared capabilities).
 
 All SQL lives in ``queries.sql``, ``ops.sql``, ``aio.sql``, ``schedules.sql``, ``flow.sql``,
 ``links.sql`` and ``schema*.sql``; batches are bound as one JSON parameter and expanded by
-``json_each``, so every statement text is fixed and prepared once per connection. Input is
+``json_each``, except the finish, whose one-outcome statement runs through ``executemany``
+(the worker's hot path: no JSON to unpack per outcome), so every statement text is fixed and
+prepared once per connection. Input is
 checked by :mod:`tether._limits` before any write (a batch is all or nothing); error text goes
 through :func:`tether._text.clean_error`. Requires SQLite >= 3.35 (``RETURNING``, ``UPDATE ...
 FROM``).
