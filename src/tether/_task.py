@@ -274,7 +274,7 @@ class Task(Generic[P, R]):
         try:
             signature.bind(*lead, *args, **kwargs)
         except TypeError as exc:
-            raise TypeError(f"{self.name}{signature}: {exc}") from None
+            raise TypeError(f"the arguments do not fit {self.name}{signature}: {exc}") from None
         if len(self._fits) < 64:
             self._fits.add(shape)
 
