@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stores", default=",".join(STORES))
     p.add_argument("--scenarios", default=",".join(ORDER))
     p.add_argument("--runs", type=int, help="runs per figure (>= 3 for a report)")
-    p.add_argument("--enqueue-jobs", type=int)
+    p.add_argument("--enqueue-jobs", type=int, help="jobs enqueued one by one")
+    p.add_argument("--enqueue-many-jobs", type=int, help="jobs in the one enqueue_many call")
     p.add_argument("--drain-jobs", type=int)
     p.add_argument("--drain-medium", type=int, help="size of the 100k drain; 0 skips it")
     p.add_argument("--drain-large", type=int, help="size of the large drain; 0 skips it")
@@ -88,7 +89,8 @@ def make_config(args: argparse.Namespace) -> Config:
     cfg = Config.preset_named(args.preset or ("quick" if args.quick else "full"))
     overrides = {
         k: getattr(args, k)
-        for k in ("runs", "enqueue_jobs", "drain_jobs", "drain_medium", "drain_large",
+        for k in ("runs", "enqueue_jobs", "enqueue_many_jobs", "drain_jobs", "drain_medium",
+                  "drain_large",
                   "large_runs",
                   "concurrencies", "latency_jobs", "recovery_trials", "recovery_lease_ttl",
                   "hb_inflight", "reap_history", "reap_expired", "memory_jobs", "pool_jobs",

@@ -2,10 +2,9 @@
 
 * :func:`insert_round_trip`: one ``INSERT ... RETURNING id`` per job, autocommit: the cost of
   one round trip plus one commit, the floor any single enqueue pays.
-* :func:`drain_loop`: the shape of a queue worker with nothing else in it: claim a batch of 100
-  with ``FOR UPDATE SKIP LOCKED`` (setting owner, lease_until, attempt + 1, status), run no-op
-  "handlers", then write the whole batch's completion in one fenced statement using unnest.
-  tether's PostgreSQL drain figure is divided by this one.
+* :func:`drain_loop`: the bare PostgreSQL loop of bench.bare (claim a batch of 100 with
+  ``FOR UPDATE SKIP LOCKED``, a lease and a per-claim token, no-op "handlers", one fenced
+  unnest finish, a heartbeat thread); bench.bare has the same loop for every store.
 """
 
 from __future__ import annotations
@@ -32,30 +31,6 @@ CREATE INDEX IF NOT EXISTS bare_jobs_claim ON "{schema}".bare_jobs (run_at, id)
     WHERE status = 'pending';
 """
 
-CLAIM = """
-WITH picked AS (
-    SELECT id FROM "{schema}".bare_jobs
-    WHERE status = 'pending' AND run_at <= now()
-    ORDER BY run_at, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE "{schema}".bare_jobs j
-SET status = 'running', owner = %(owner)s, lease_until = now() + interval '30 seconds',
-    attempt = j.attempt + 1
-FROM picked p
-WHERE j.id = p.id
-RETURNING j.id, j.attempt, j.payload
-"""
-
-COMPLETE = """
-UPDATE "{schema}".bare_jobs j
-SET status = 'done', finished_at = now(), owner = NULL, lease_until = NULL
-FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS o(id, attempt)
-WHERE j.id = o.id AND j.attempt = o.attempt AND j.owner = %(owner)s AND j.status = 'running'
-"""
-
-
 def create_table(conn: psycopg.Connection, schema: str) -> None:
     conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
     conn.execute(TABLE.format(schema=schema))
@@ -77,30 +52,8 @@ def insert_round_trip(schema: str, n: int) -> float:
 
 
 def drain_loop(schema: str, n: int, batch: int = 100) -> float:
-    """Jobs per second of the bare claim/complete loop draining ``n`` pending rows."""
-    owner = "bare-worker"
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        create_table(conn, schema)
-        conn.execute(f'TRUNCATE "{schema}".bare_jobs')
-        conn.execute(
-            f'INSERT INTO "{schema}".bare_jobs (task, payload) '
-            "SELECT 'bench.noop', '[[], {}]' FROM generate_series(1, %s)", (n,))
-        conn.execute(f'ANALYZE "{schema}".bare_jobs')
-        claim, complete = CLAIM.format(schema=schema), COMPLETE.format(schema=schema)
-        done = 0
-        t0 = time.perf_counter()
-        while True:
-            rows = conn.execute(claim, {"limit": batch, "owner": owner}).fetchall()
-            if not rows:
-                break
-            ids = [r[0] for r in rows]
-            attempts = [r[1] for r in rows]
-            for r in rows:  # the "handlers": no-ops, like bench.noop
-                _ = r[2]
-            cur = conn.execute(complete, {"ids": ids, "attempts": attempts, "owner": owner})
-            done += cur.rowcount
-        elapsed = time.perf_counter() - t0
-        conn.execute(f'TRUNCATE "{schema}".bare_jobs')
-    if done != n:
-        raise RuntimeError(f"bare loop completed {done} of {n} jobs")
-    return n / elapsed
+    """Jobs per second of the bare loop (bench.bare.postgres: per-claim token, heartbeat
+    thread, fenced batch finish) draining ``n`` rows of its own table in ``schema``."""
+    from bench import bare
+
+    return bare.run_here("postgres", f"{PG_DSN}?schema={schema}", n, batch).rate

@@ -32,6 +32,7 @@ class Config:
     preset: str = "full"
     runs: int = 3
     enqueue_jobs: int = 10_000
+    enqueue_many_jobs: int = 100_000  # issue #23: enqueue_many of 100k beside the bare batch
     drain_jobs: int = 10_000
     drain_medium: int = 100_000  # 0 skips it
     drain_large: int = 1_000_000  # 0 skips the large drain
@@ -66,13 +67,15 @@ class Config:
         if name == "full":
             return cls()
         if name == "quick":
-            return cls(preset="quick", enqueue_jobs=1_000, drain_jobs=2_000, drain_medium=0,
+            return cls(preset="quick", enqueue_jobs=1_000, enqueue_many_jobs=10_000,
+                       drain_jobs=2_000, drain_medium=0,
                        drain_large=0,
                        latency_jobs=40, recovery_trials=5, hb_inflight=(10, 200),
                        hb_window=3.0, reap_history=20_000, reap_expired=1_000,
                        memory_jobs=2_000, pool_jobs=1_000, pool_trials=5, pool_cpu_jobs=20)
         if name == "smoke":
-            return cls(preset="smoke", runs=1, startup_runs=1, enqueue_jobs=50, drain_jobs=50,
+            return cls(preset="smoke", runs=1, startup_runs=1, enqueue_jobs=50,
+                       enqueue_many_jobs=200, drain_jobs=50,
                        drain_medium=0, drain_large=0,
                        large_runs=1, concurrencies=(10,), latency_jobs=10, latency_gap=0.02,
                        recovery_trials=2, recovery_lease_ttl=1.0, hb_inflight=(5,),
@@ -182,6 +185,16 @@ def new_tag() -> str:
 
 def pg_schema(url: str) -> str:
     return parse_qs(urlsplit(url).query)["schema"][0]
+
+
+def pg_dsn_schema(url: str) -> tuple[str, str]:
+    """(the DSN without tether's query, the schema) of an isolated PostgreSQL URL."""
+    return url.split("?", 1)[0], pg_schema(url)
+
+
+def redis_url_prefix(url: str) -> tuple[str, str]:
+    """(the Redis URL without tether's query, the key prefix) of an isolated Redis URL."""
+    return url.split("?", 1)[0], redis_prefix(url)
 
 
 def redis_prefix(url: str) -> str:

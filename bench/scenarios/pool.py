@@ -3,8 +3,8 @@
 * drain: N no-op jobs drained by ONE real ``tether worker --pool thread|process -c C`` (C = 2
   and 10; runs alternate between the pools), rate from the worker's registration to all done.
   A process pool registers once its children have started and imported the app, so the rate is
-  the steady one, like the ``drain`` scenario's. Target: the process pool >= 50 % of the thread
-  pool's rate at the same concurrency (each run's pair compared).
+  the steady one, like the ``drain`` scenario's. Target (issue #23, was 50 %): the process pool
+  >= 60 % of the thread pool's rate at the same concurrency (each run's pair compared).
 * stop: one busy-looping job at a time (pure Python: nothing but a kill stops it) on an
   instrumented process-pool worker (``bench.poolworker``, ``-c 2``, lease_ttl 3 s, so a
   heartbeat every second), stopped three ways: *lease* (the harness takes the lease back with
@@ -34,7 +34,9 @@ POOLS = ("thread", "process")
 TRIGGERS = ("lease", "cancel", "timeout")
 
 
-def drain_rate(kind: str, cfg: Config, n: int, concurrency: int, pool: str) -> float:
+def drain_rate(kind: str, cfg: Config, n: int, concurrency: int,
+               pool: str) -> tuple[float, float]:
+    """(steady jobs/s, CPU seconds per job of the worker's process tree, children included)."""
     with isolated(kind, cfg) as url:
         last = load(url, n)
         app = make_app(url)
@@ -43,8 +45,10 @@ def drain_rate(kind: str, cfg: Config, n: int, concurrency: int, pool: str) -> f
             worker = WorkerProc(url, concurrency, log_dir=cfg.workdir,
                                 extra_args=("--pool", pool))
             registered = wait_registered(app.store, [worker])
+            cpu0 = worker.tree_cpu_seconds()
             done = wait_drained(app.store, last, timeout=max(120.0, n / 100), worker=worker)
-            return n / max(done - registered, 1e-9)
+            cpu = worker.tree_cpu_seconds() - cpu0
+            return n / max(done - registered, 1e-9), cpu / n
         finally:
             if worker is not None:
                 worker.stop()
@@ -138,18 +142,24 @@ def run(kind: str, cfg: Config) -> list[Figure]:
     n = cfg.pool_jobs
     for c in cfg.pool_concurrencies:
         rates: dict[str, list[float]] = {p: [] for p in POOLS}
+        cpus: dict[str, list[float]] = {p: [] for p in POOLS}
         for _ in range(cfg.runs):
             for pool in POOLS:
-                rates[pool].append(drain_rate(kind, cfg, n, c, pool))
+                rate, cpu = drain_rate(kind, cfg, n, c, pool)
+                rates[pool].append(rate)
+                cpus[pool].append(cpu * 1e6)
                 time.sleep(0.2)
         for pool in POOLS:
             figs.append(Figure(kind, "pool", f"drain {n:,} no-op jobs, --pool {pool} -c {c}",
                                "jobs/s", rates[pool], note="from worker registration"))
+            figs.append(Figure(kind, "pool", f"worker CPU per job, --pool {pool} -c {c}", "us",
+                               cpus[pool], note="the worker's process tree (/proc), children "
+                                                "included, registration to all done"))
         ratio = Figure(kind, "pool", f"process / thread drain, -c {c}", "%",
                        [100 * p / t for p, t in zip(rates["process"], rates["thread"],
                                                     strict=True)],
                        note="each run's process-pool rate over the thread-pool rate beside it")
-        figs.append(ratio.expect(">=", 50.0))
+        figs.append(ratio.expect(">=", 60.0))
     trials = stop_trials(kind, cfg)
     what = {"lease": "a lease loss", "cancel": "a cancel", "timeout": "a timeout"}
     for trigger in TRIGGERS:

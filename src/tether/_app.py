@@ -9,6 +9,8 @@ none of them imports ``app`` (tests/test_imports.py).
 
 from __future__ import annotations
 
+import difflib
+import logging
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
@@ -30,6 +32,8 @@ from tether._task import Task, TaskDecorator
 from tether._worker.worker import Worker
 from tether.stores._contract import CancelResult, FlowLimit, NewJob, RetryResult, Store
 
+log = logging.getLogger("tether.producer")
+
 P = ParamSpec("P")
 R = TypeVar("R")
 TaskT = TypeVar("TaskT", bound=Task[Any, Any])  # @app.periodic hands the task back, typed
@@ -46,15 +50,19 @@ class App:
     names modules that declare tasks, imported when a worker starts (and when a task name is
     looked up and unknown). Options are the fields of :class:`tether._config.Settings`
     (``lease_ttl``, ``heartbeat_interval``, ...); a wrong or unknown option raises
-    ConfigError at once.
+    ConfigError at once. ``auto_migrate``: ``None`` (default) creates a missing schema and
+    refuses an older one ("run `tether migrate`"), so a new release's worker never changes the
+    schema under the old release's (docs/upgrading.md); ``True`` also upgrades; ``False``
+    only checks.
     """
 
-    def __init__(self, url: str | None = None, *, auto_migrate: bool = True,
+    def __init__(self, url: str | None = None, *, auto_migrate: bool | None = None,
                  codec: Codec | None = None, include: Iterable[str] = (),
                  **options: Any) -> None:
         #: What the worker, the CLI, the testing helpers and the integrations use.
         self.runtime = Runtime(url, make_settings(**options), auto_migrate=auto_migrate,
                                codec=codec, include=include)
+        self._unknown_warned: set[str] = set()  # task names enqueue warned about (once each)
 
     # -- what the app was made with ----------------------------------------------------------
     @property
@@ -80,7 +88,9 @@ class App:
     # -- store -------------------------------------------------------------------------------
     @property
     def store(self) -> Store:
-        """The store, opened (and migrated, unless auto_migrate=False) on first use."""
+        """The store, opened on first use: a missing schema is created, an older one refused
+        with "run `tether migrate`" (``auto_migrate=True`` upgrades it; ``False`` only
+        checks). Upgrading is a deploy step, never a side effect of a worker starting."""
         return self.runtime.store
 
     def close(self) -> None:
@@ -212,6 +222,7 @@ class App:
         runtime = self.runtime
         known = runtime.registry.find_task(task)
         if known is None:
+            self._warn_unknown(task)
             job = make_new_job(task, args, merged, codec=runtime.codec, **options)
             return JobId(runtime.enqueue_jobs([job], conn=conn)[0])
         clash = sorted(known.params & (options.keys() | ({"conn"} if conn is not None else set())))
@@ -226,6 +237,21 @@ class App:
         if budgets:
             new = replace(new, **budgets)
         return JobId(runtime.enqueue_jobs([new], conn=conn)[0])
+
+    def _warn_unknown(self, task: str) -> None:
+        """Warn once per name when an app that registers tasks enqueues one it does not know:
+        most often a typo, which would otherwise surface only as an ``unknown_task`` dead
+        letter later. A producer with no tasks of its own enqueues by name on purpose and is
+        left alone; so is a name another service's workers may well register (hence a
+        warning, not an error)."""
+        registry = self.runtime.registry
+        if not registry.tasks or task in self._unknown_warned:
+            return
+        self._unknown_warned.add(task)
+        near = difflib.get_close_matches(task, list(registry.tasks), n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        log.warning("enqueue of task %r, which this app does not register%s: only a worker "
+                    "that registers it will run the job", task, hint)
 
     # -- inspecting and steering -------------------------------------------------------------
     def get_job(self, job_id: int) -> Job:

@@ -18,7 +18,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from tether import _parents
+from tether import _logcontext, _parents
 from tether._codec import DEFAULT_CODEC, Codec, from_text, to_text
 from tether._errors import (
     ConfigError,
@@ -228,9 +228,14 @@ def current_job() -> JobContext:
         raise TetherError("current_job() called outside a running tether job") from None
 
 
-def bind(ctx: JobContext) -> contextvars.Token[JobContext]:
-    return _current.set(ctx)
+#: Make ``ctx`` the running attempt of this thread (or task); returns the token to unbind.
+#: The context variable's own methods, not wrappers: called twice per job.
+bind: Callable[[JobContext], contextvars.Token[JobContext]] = _current.set
+unbind: Callable[[contextvars.Token[JobContext]], None] = _current.reset
 
 
-def unbind(token: contextvars.Token[JobContext]) -> None:
-    _current.reset(token)
+def follow_logs() -> None:
+    """Make this process's log records carry the running attempt's job (issue #24,
+    :mod:`tether._logcontext`): a worker and a process-pool child call it once as they start,
+    so ``bind`` stays the bare ``ContextVar.set`` on the per-job path."""
+    _logcontext.install(_current)

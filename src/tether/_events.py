@@ -3,7 +3,10 @@
 What each event's ``detail`` carries (logs, metrics and tracing subscribe to these, so the
 worker's threads never format or count anything themselves):
 
-* ``claimed``: ``task``, ``queue``.
+* ``claimed``: ``task``, ``queue``, ``waited`` (seconds from the job being due, its
+  ``run_at``, to the claim, by the store's clock: the time it spent waiting in its queue).
+* ``enqueued`` (a producer: one per enqueue call that the store accepted): ``counts``, a dict
+  of ``(task, queue)`` to the number of jobs enqueued; only built while someone listens.
 * ``completed``, ``retrying``, ``failed``, ``cancelled``, ``released`` (an outcome written by
   the completer): ``task``, ``queue``, ``kind`` (the outcome), ``reason``, ``delay`` (the
   retry delay, seconds) and ``error`` (first line, then the traceback) when there is one.
@@ -36,7 +39,7 @@ from tether._logs import JobLog
 log = logging.getLogger("tether.events")
 
 EVENTS = frozenset({
-    "claimed", "completed", "retrying", "failed", "stalled", "lease_lost", "cancelled",
+    "enqueued", "claimed", "completed", "retrying", "failed", "stalled", "lease_lost", "cancelled",
     "released", "snoozed", "leadership_acquired", "leadership_lost", "heartbeat", "child_exited",
     "schedule_enqueued", "schedule_skipped",
 })
@@ -52,6 +55,13 @@ class Event:
 
 
 Callback = Callable[[Event], object]
+
+_new = object.__new__
+#: The slot setters of Event, in field order: :meth:`Events.emit_job` builds one without the
+#: frozen dataclass ``__init__`` (a keyword call and ``object.__setattr__`` per field), as
+#: every job emits two events on the worker's hot path. Same object as ``Event(...)``.
+_SET_NAME, _SET_JOB_ID, _SET_ATTEMPT, _SET_WORKER, _SET_DETAIL = (
+    getattr(Event, name).__set__ for name in ("name", "job_id", "attempt", "worker", "detail"))
 
 
 class Events:
@@ -69,13 +79,43 @@ class Events:
             self._subscribers[name] = (*self._subscribers.get(name, ()), callback)
         return callback
 
+    def wants(self, name: str) -> bool:
+        """True while ``name`` has a subscriber: an event whose detail is costly to build
+        (one per enqueue of thousands of jobs) is built only then."""
+        return name in self._subscribers
+
     def emit(self, name: str, **kwargs: Any) -> None:
         subscribers = self._subscribers.get(name)
         if not subscribers:
             return
-        event = Event(name, **kwargs)
-        for callback in subscribers:
+        self._deliver(subscribers, Event(name, **kwargs))
+
+    def listeners(self, name: str) -> tuple[Callback, ...]:
+        """Who listens to ``name`` now (empty: an emitter may skip building the event)."""
+        return self._subscribers.get(name, ())
+
+    def emit_job(self, name: str, job_id: int, attempt: int, worker: str,
+                 detail: dict[str, Any]) -> None:
+        """:meth:`emit` of a job's event, positional: the per-job path (claims, outcomes)."""
+        subscribers = self._subscribers.get(name)
+        if not subscribers:
+            return
+        event: Event = _new(Event)
+        _SET_NAME(event, name)
+        _SET_JOB_ID(event, job_id)
+        _SET_ATTEMPT(event, attempt)
+        _SET_WORKER(event, worker)
+        _SET_DETAIL(event, detail)
+        for callback in subscribers:  # _deliver, inlined: one frame less per job and event
             try:
                 callback(event)
             except Exception:
                 log.exception("event callback %r for %s failed", callback, name)
+
+    @staticmethod
+    def _deliver(subscribers: tuple[Callback, ...], event: Event) -> None:
+        for callback in subscribers:
+            try:
+                callback(event)
+            except Exception:
+                log.exception("event callback %r for %s failed", callback, event.name)

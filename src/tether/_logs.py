@@ -40,6 +40,8 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 FIELDS = ("job_id", "attempt", "task", "queue", "worker", "duration", "delay", "reason",
           "outcome", "error", "traceback", "event", "version", "store", "tasks", "queues",
           "pool", "concurrency", "child", "status", "listen", "tls", "tokens", "maintenance")
+#: What a record created inside a handler carries (tether._logcontext), in text-line order.
+JOB_FIELDS = ("job_id", "task", "attempt", "queue")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 #: Claims tracked for durations; an attempt whose end is never announced (completed inside a
 #: caller's transaction, the process killed) must not grow the map forever.
@@ -123,14 +125,21 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
-    """The classic line, with a job line's traceback indented below it (set apart)."""
+    """The classic line, with a job line's traceback indented below it (set apart), and
+    ``[job_id=… task=… attempt=… queue=…]`` after a line written inside a handler."""
 
     def __init__(self) -> None:
         super().__init__(TEXT_FORMAT)
 
     def format(self, record: logging.LogRecord) -> str:
         text = super().format(record)
-        tb = record.__dict__.get("traceback")
+        fields = record.__dict__
+        # A line written inside a handler names its job (tether._logcontext); tether's own job
+        # lines already say which job in their message.
+        if fields.get("job_id") is not None and record.name != log.name:
+            text += " [" + " ".join(f"{k}={fields.get(k)}" for k in JOB_FIELDS
+                                    if fields.get(k) is not None) + "]"
+        tb = fields.get("traceback")
         if tb:
             text += "\n" + "\n".join("    " + line for line in str(tb).splitlines())
         return text

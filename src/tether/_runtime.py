@@ -1,9 +1,10 @@
 """The runtime of an app: what the worker, results, logs, the process-pool child and the CLI
 need of it, without the App.
 
-Invariant: **one store per runtime, on its current URL.** The store is opened (and migrated,
-unless ``auto_migrate=False``) on first use; a new URL closes the store opened on the old one,
-so the next use opens the new one. Keeping it would leave the runtime reading and writing where
+Invariant: **one store per runtime, on its current URL.** The store is opened on first use
+(its schema created if missing, checked otherwise: ``auto_migrate``,
+:mod:`tether._schema_start`); a new URL closes the store opened on the old one, so the next use
+opens the new one. Keeping it would leave the runtime reading and writing where
 the URL no longer points (a worker given ``--url`` claimed from the module's store while
 heartbeating on its own).
 
@@ -36,6 +37,7 @@ from tether._events import Events
 from tether._jobread import view
 from tether._jobview import Job
 from tether._registry import TaskRegistry
+from tether._schema_start import prepare_schema, step_for
 from tether.stores import DEFAULT_PATH, DEFAULT_URL, open_store
 from tether.stores._contract import (
     AsyncProducer,
@@ -80,7 +82,7 @@ class Runtime:
     raises ConfigError at once.
     """
 
-    def __init__(self, url: str | None, settings: Settings, *, auto_migrate: bool = True,
+    def __init__(self, url: str | None, settings: Settings, *, auto_migrate: bool | None = None,
                  codec: Codec | None = None, include: Iterable[str] = ()) -> None:
         check_environ()  # a mistyped TETHER_URL must not pass unseen
         #: No URL given and none in $TETHER_URL: opening the store says so (_environ.py).
@@ -124,7 +126,8 @@ class Runtime:
 
     @property
     def store(self) -> Store:
-        """The store, opened (and migrated, unless auto_migrate=False) on first use."""
+        """The store, opened on first use; its schema created if missing and checked otherwise
+        (``auto_migrate=True`` also upgrades it, ``False`` only checks: _schema_start.py)."""
         if self._store is None:
             with self._lock:
                 if self._store is None:
@@ -132,7 +135,7 @@ class Runtime:
                         default_store_used(DEFAULT_PATH)
                     store = open_store(self.store_url)
                     try:
-                        store.migrate() if self.auto_migrate else store.check_schema()
+                        prepare_schema(store, step_for(self.auto_migrate))
                     except BaseException:
                         store.close()
                         raise
@@ -182,12 +185,12 @@ class Runtime:
             if inside is None:
                 raise ConfigError(
                     f"the {store.kind} store cannot enqueue inside a caller's transaction")
-            return inside.enqueue(jobs, conn=conn)
+            return self._enqueued(jobs, inside.enqueue(jobs, conn=conn))
         request_id = new_request_id()
         started = clock.monotonic()
         for pause in (*ENQUEUE_RETRY_PAUSES, None):
             try:
-                return store.enqueue(jobs, request_id=request_id)
+                return self._enqueued(jobs, store.enqueue(jobs, request_id=request_id))
             except StoreUnavailable:
                 if pause is None or not _retry(started, pause):
                     raise
@@ -207,17 +210,29 @@ class Runtime:
                 raise ConfigError(
                     f"conn= is not supported by the {store.kind} store's async producer (only "
                     "PostgreSQL enqueues inside a caller's transaction)")
-            return await producer.enqueue(jobs, conn=conn)
+            return self._enqueued(jobs, await producer.enqueue(jobs, conn=conn))
         request_id = new_request_id()
         started = clock.monotonic()
         for pause in (*ENQUEUE_RETRY_PAUSES, None):
             try:
-                return await producer.enqueue(jobs, request_id=request_id)
+                return self._enqueued(jobs, await producer.enqueue(jobs, request_id=request_id))
             except StoreUnavailable:
                 if pause is None or not _retry(started, pause):
                     raise
                 await asyncio.sleep(pause)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _enqueued(self, jobs: Sequence[NewJob], ids: list[int]) -> list[int]:
+        """Announce an accepted enqueue (the ``enqueued`` event: metrics count it) and pass
+        its ids on. Inside a caller's transaction the event says the insert was made, not that
+        it committed."""
+        if self.events.wants("enqueued"):
+            counts: dict[tuple[str, str], int] = {}
+            for job in jobs:
+                key = (job.task, job.queue)
+                counts[key] = counts.get(key, 0) + 1
+            self.events.emit("enqueued", detail={"counts": counts})
+        return ids
 
     # -- reading -----------------------------------------------------------------------------
     def view(self, record: JobRecord, *, imports: bool = True) -> Job:

@@ -243,6 +243,7 @@ class Task(Generic[P, R]):
         the value of the task's ``limit_key=`` argument in this call (None without one).
         ``after``, ``allow_failure``: the jobs it waits for (docs/workflows.md); ``pipe``:
         how their results reach it (a workflow step, :mod:`tether._canvas`)."""
+        self.check_call(args, kwargs, piped=pipe is not None)
         opts = self.config
         if limit_key is not None:
             key: str | None = key_of(limit_key, self.name, "limit_key")
@@ -255,6 +256,27 @@ class Task(Generic[P, R]):
             max_attempts=opts.max_attempts, max_stalls=opts.max_stalls, codec=self.codec,
             limit_key=key, after=after, allow_failure=allow_failure, pipe=pipe,
         )
+
+    def check_call(self, args: Sequence[Any], kwargs: dict[str, Any], *,
+                   piped: bool = False) -> None:
+        """TypeError at enqueue for arguments the function cannot take (issue #24): found
+        now, in the producer's traceback, not as a ``bad_arguments`` dead letter later.
+        ``piped``: a workflow step that receives its parents' result as the first argument.
+        Binding depends only on how many positional arguments and which keyword names, so a
+        shape that fitted once (here or in :meth:`arguments`) is not bound again."""
+        signature = self._signature
+        if signature is None:
+            return
+        lead: tuple[Any, ...] = (None,) if piped else ()
+        shape = (len(args) + len(lead), frozenset(kwargs))
+        if shape in self._fits:
+            return
+        try:
+            signature.bind(*lead, *args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"the arguments do not fit {self.name}{signature}: {exc}") from None
+        if len(self._fits) < 64:
+            self._fits.add(shape)
 
     def _split(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """Take the enqueue options out of ``kwargs`` (run-time keywords of ``enqueue``)."""

@@ -1,4 +1,4 @@
-"""Prometheus metrics for a worker (extra ``tether[metrics]``: ``prometheus_client``).
+"""Prometheus metrics for a worker (the ``metrics`` extra: ``prometheus_client``).
 
 ``tether worker --metrics-port N`` serves ``/metrics``; from Python, :func:`serve` does the
 same and :class:`Metrics` alone fills a registry of your choice. Why it is built on
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300,
                     600, 1800, 3600)
+WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600,
+                10800)
 RTT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5)
 QUEUE_CACHE = 5.0  # seconds a leader's queue snapshot is reused across scrapes
 MAX_TRACKED = 65_536
@@ -99,7 +101,12 @@ class Metrics:
 
         self.registry = registry if registry is not None else CollectorRegistry()
         r, tq = self.registry, ["task", "queue"]
+        self.enqueued = Counter("tether_jobs_enqueued", "Jobs enqueued by this process "
+                                "(accepted by the store)", tq, registry=r)
         self.claimed = Counter("tether_jobs_claimed", "Attempts claimed", tq, registry=r)
+        self.waited = Histogram("tether_job_wait_seconds", "Time from a job being due (its "
+                                "run_at: enqueue, delay or retry) to its claim", tq,
+                                buckets=WAIT_BUCKETS, registry=r)
         self.completed = Counter("tether_jobs_completed", "Jobs done", tq, registry=r)
         self.failed = Counter("tether_jobs_failed", "Attempts that failed (error or timeout), "
                               "retried or not", [*tq, "reason"], registry=r)
@@ -131,9 +138,9 @@ class Metrics:
         r.register(self.queues)
         self._claims: dict[tuple[int | None, int | None], tuple[float, str, str]] = {}
         self._lock = threading.Lock()
-        for name in ("claimed", "completed", "retrying", "failed", "cancelled", "released",
-                     "snoozed", "lease_lost", "stalled", "heartbeat", "leadership_acquired",
-                     "leadership_lost"):
+        for name in ("enqueued", "claimed", "completed", "retrying", "failed", "cancelled",
+                     "released", "snoozed", "lease_lost", "stalled", "heartbeat",
+                     "leadership_acquired", "leadership_lost"):
             runtime.events.on(name, self.on_event)
 
     def close(self) -> None:
@@ -160,6 +167,10 @@ class Metrics:
                     self._claims.pop(next(iter(self._claims)))
                 self.in_flight.set(len(self._claims))
             self.claimed.labels(task, queue).inc()
+            self.waited.labels(task, queue).observe(float(d.get("waited", 0.0)))
+        elif name == "enqueued":
+            for (task, queue), n in d.get("counts", {}).items():
+                self.enqueued.labels(task, queue).inc(n)
         elif name == "heartbeat":
             self.rtt.observe(float(d.get("rtt", 0.0)))
         elif name == "stalled":

@@ -1,4 +1,4 @@
-"""OpenTelemetry tracing (extra ``tether[otel]``: ``opentelemetry-api``).
+"""OpenTelemetry tracing (the ``otel`` extra: ``opentelemetry-api``).
 
 ``tether.tracing.instrument(app)`` (call it once, after registering the tasks, in the module
 that defines the app, so producers and workers both run it) makes:

@@ -3,6 +3,7 @@ as ``task.options.<name>``, and option keywords of ``enqueue`` as before."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -38,3 +39,46 @@ def test_options_make_a_typed_enqueuer(make_app: MakeApp) -> None:
     assert app.get_job(old).priority == 2
     assert [type(i) for i in add.enqueue_many([((1, 2), {})])] == [tether.JobId]
     assert type(app.enqueue(add.name, 1, 2)) is tether.JobId
+
+
+def test_arguments_that_do_not_fit_fail_at_enqueue(make_app: Callable[..., tether.App],
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """Issue #24: wrong arguments raise TypeError in the producer, nothing is written, by
+    every route that knows the task (its enqueue, enqueue_many, App.enqueue by name, a
+    workflow step that receives its parents' result first); an unknown name warns once."""
+    app = make_app()
+
+    @app.task(name="fit.add")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @app.task(name="fit.total")
+    def total(values: list[int]) -> int:
+        return sum(values)
+
+    bad: list[Callable[[], object]] = [
+        lambda: add.enqueue(1),  # type: ignore[call-arg]
+        lambda: add.enqueue(1, 2, 3),  # type: ignore[call-arg]
+        lambda: add.enqueue_many([((1,), {}), ((1, 2), {})]),
+        lambda: app.enqueue("fit.add", 1, c=2),
+        lambda: tether.chain(add.s(1, 2), add.s(1, 2)).enqueue(),  # piped: 3 arguments
+        lambda: tether.chord([add.s(1, 2)], total.s(5)).enqueue(),
+    ]
+    for call in bad:
+        with pytest.raises(TypeError, match=r"fit\.(add|total)\("):
+            call()
+    assert app.store.list_jobs(limit=10) == []
+    ok = [add.enqueue(1, 2), app.enqueue("fit.add", a=1, b=2),
+          tether.chain(add.s(1, 2), add.s(3)).enqueue().last]
+    assert len(app.store.list_jobs(limit=10)) == 4 and len(ok) == 3
+
+    with caplog.at_level(logging.WARNING, logger="tether.producer"):
+        app.enqueue("fit.ad", 1, 2)
+        app.enqueue("fit.ad", 1, 2)
+    warned = [r.getMessage() for r in caplog.records if r.name == "tether.producer"]
+    assert len(warned) == 1 and "'fit.ad'" in warned[0] and "did you mean 'fit.add'" in warned[0]
+    producer = make_app()  # no tasks of its own: enqueues by name on purpose, no warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tether.producer"):
+        producer.enqueue("fit.add", 1)
+    assert not [r for r in caplog.records if r.name == "tether.producer"]

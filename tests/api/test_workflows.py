@@ -272,7 +272,7 @@ def test_canvas_input_errors(make_app: MakeApp) -> None:
     t = tasks(app)
 
     @other.task(name="wf.elsewhere")
-    def elsewhere() -> None: ...
+    def elsewhere(piped: int) -> None: ...
 
     with pytest.raises(ValueError, match="at least one"):
         tether.chain()

@@ -181,10 +181,6 @@ def test_the_lost_reply_fence_is_exact(
 ) -> None:
     """A replayed finish is recognised by its own token only: a forged lease with the same
     id, attempt and owner is still rejected after the job finished."""
-    lacks(request, store_kind, **{"remote-sqlite": (
-        "the SQLite store takes a finish with the finished attempt's token but another owner "
-        "for a replay and accepts it (found through tether://: SQLite alone has no network, "
-        "so this test never ran on it)")})
     lossy = faulty.store
     lossy.enqueue([NewJob("t", queue="lost-exact")])
     (job,) = lossy.claim("w1", ["lost-exact"], 1, 30)

@@ -276,3 +276,57 @@ class Cluster:
             if lines:
                 sections.append((f"{kind} records", "\n".join(lines[-300:])))
         return sections
+
+
+def handlers_started(cluster: Cluster, pid: int, ids: set[int]) -> bool:
+    """Whether ``pid`` recorded a handler start for every job of ``ids``: claimed is not
+    enough (a job claimed but still waiting for a handler thread when the process froze is
+    handed back on thaw instead of run)."""
+    return {r["job"] for r in cluster.records("runs")
+            if r["pid"] == pid and r["event"] == "start"} >= ids
+
+
+def start_zombie(cluster: Cluster, store: Store) -> tuple[Worker, int, int]:
+    """The zombie test's start, shared by test_crash and test_remote_crash: enqueue ``blind``
+    (a handler that only sleeps, 3 s) and ``polling`` (one that polls
+    ``current_job().cancelled``, 30 s), both 0.2 s on later attempts; spawn the worker the
+    test will pause and wait until it holds both and both handlers run. Returns (that
+    worker, blind, polling)."""
+    [blind] = enqueue(store, "crash.work", 3.0, 0.2)
+    [polling] = enqueue(store, "crash.work", 30.0, 0.2, interruptible=True)
+    zombie = cluster.spawn(2)
+    wait_for(lambda: len(held_by(store, zombie.pid)) == 2, 20, "the first worker to hold both")
+    wait_for(lambda: handlers_started(cluster, zombie.pid, {blind, polling}), 20,
+             "both handlers to start on the first worker")
+    return zombie, blind, polling
+
+
+def check_zombie_fenced_out(cluster: Cluster, store: Store, zombie: Worker, live: Worker,
+                            blind: int, polling: int, timeout: float, where: str = "") -> None:
+    """The zombie test's end, shared by a direct store (test_crash) and the server
+    (test_remote_crash), since fencing is the store's either way. ``zombie`` ran attempt 1
+    of ``blind`` (a handler that only sleeps) and ``polling`` (one that polls
+    ``current_job().cancelled``), was SIGSTOPped past its lease while ``live`` re-ran and
+    finished both, and has just been SIGCONTed. Waits until the zombie was told (its
+    completion of ``blind`` rejected as already done, its lease of ``polling`` lost and that
+    handler interrupted), then checks that no stale write was applied: the blind handler did
+    try to complete, and both jobs still hold the live worker's attempt-2 result."""
+
+    def zombie_noticed() -> bool:
+        events = [r for r in cluster.records("events")
+                  if r["pid"] == zombie.pid and r["event"] == "lease_lost"]
+        runs = [r for r in cluster.records("runs") if r["pid"] == zombie.pid]
+        rejected = any(r["job"] == blind and r["attempt"] == 1
+                       and r["detail"].get("rejected") == "done" for r in events)
+        lost = any(r["job"] == polling and r["attempt"] == 1 for r in events)
+        interrupted = any(r["job"] == polling and r["attempt"] == 1
+                          and r["event"] == "interrupted" for r in runs)
+        return rejected and lost and interrupted
+
+    wait_for(zombie_noticed, timeout, "the zombie's completion to be rejected and its "
+             f"polling handler interrupted{where}")
+    assert any(r["pid"] == zombie.pid and r["job"] == blind and r["event"] == "end"
+               for r in cluster.records("runs"))
+    for job in jobs(store, [blind, polling]):
+        assert (job.status, job.attempt) == ("done", 2)
+        assert result_of(job) == {"job": job.id, "attempt": 2, "pid": live.pid}

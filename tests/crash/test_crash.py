@@ -18,11 +18,13 @@ from tests.crash.conftest import MakeCluster
 from tests.crash.harness import (
     Cluster,
     all_in,
+    check_zombie_fenced_out,
     enqueue,
     get,
     held_by,
     jobs,
     result_of,
+    start_zombie,
     wait_for,
 )
 from tether._app import App
@@ -72,15 +74,7 @@ def test_sigkill_mid_job_is_rerun_within_the_bound(cluster: Cluster, store: Stor
 def test_sigstopped_zombie_is_fenced_out_and_interrupted(cluster: Cluster, store: Store) -> None:
     # Attempt 1 of each job runs on the worker we pause: one handler blind (time.sleep), one
     # polling current_job().cancelled. Later attempts finish in 0.2 s.
-    [blind] = enqueue(store, "crash.work", 3.0, 0.2)
-    [polling] = enqueue(store, "crash.work", 30.0, 0.2, interruptible=True)
-    zombie = cluster.spawn(2)
-    wait_for(lambda: len(held_by(store, zombie.pid)) == 2, 20, "the first worker to hold both")
-    # Both handlers must be running, not just claimed: a job claimed but still waiting for a
-    # handler thread when the process froze is handed back on thaw instead of run.
-    wait_for(lambda: {r["job"] for r in cluster.records("runs")
-                      if r["pid"] == zombie.pid and r["event"] == "start"} >= {blind, polling},
-             20, "both handlers to start on the first worker")
+    zombie, blind, polling = start_zombie(cluster, store)
     zombie.pause(store)
     stop_mono = time.monotonic()
 
@@ -93,31 +87,12 @@ def test_sigstopped_zombie_is_fenced_out_and_interrupted(cluster: Cluster, store
     assert time.monotonic() - stop_mono > cluster.lease_ttl  # paused past its lease
 
     zombie.send(signal.SIGCONT)
-
-    def zombie_noticed() -> bool:
-        events = [r for r in cluster.records("events")
-                  if r["pid"] == zombie.pid and r["event"] == "lease_lost"]
-        runs = [r for r in cluster.records("runs") if r["pid"] == zombie.pid]
-        rejected = any(r["job"] == blind and r["attempt"] == 1
-                       and r["detail"].get("rejected") == "done" for r in events)
-        lost = any(r["job"] == polling and r["attempt"] == 1 for r in events)
-        interrupted = any(r["job"] == polling and r["attempt"] == 1
-                          and r["event"] == "interrupted" for r in runs)
-        return rejected and lost and interrupted
-
-    wait_for(zombie_noticed, 15, "the zombie's completion to be rejected and its polling "
-             "handler interrupted")
+    # The blind handler really did try to complete (it ended), and the store kept the live
+    # worker's result anyway.
+    check_zombie_fenced_out(cluster, store, zombie, live, blind, polling, 15)
     interrupted = [r for r in cluster.records("runs")
                    if r["pid"] == zombie.pid and r["event"] == "interrupted"]
     assert [(r["job"], r["reason"]) for r in interrupted] == [(polling, "LeaseInterrupted")]
-    # The blind handler really did try to complete (it ended), and the store kept the live
-    # worker's result anyway.
-    assert any(r["pid"] == zombie.pid and r["job"] == blind and r["event"] == "end"
-               for r in cluster.records("runs"))
-    for job in jobs(store, [blind, polling]):
-        assert job.status == "done"
-        assert job.attempt == 2
-        assert result_of(job) == {"job": job.id, "attempt": 2, "pid": live.pid}
     assert zombie.alive() and live.alive()
 
 

@@ -31,11 +31,14 @@ from tests.crash.harness import (
     Cluster,
     Worker,
     all_in,
+    check_zombie_fenced_out,
     enqueue,
     get,
+    handlers_started,
     held_by,
     jobs,
     result_of,
+    start_zombie,
     wait_for,
 )
 from tests.crash.remote import Server, Tokens, open_remote
@@ -73,12 +76,6 @@ def make_server(request: pytest.FixtureRequest, store_url: str, store: Store, to
         close_all(crash_clusters)
         for server in servers:
             server.close()
-
-
-def _started(cluster: Cluster, pid: int, ids: set[int]) -> bool:
-    """Whether every job of ``ids`` has a handler start recorded by ``pid``."""
-    return {r["job"] for r in cluster.records("runs")
-            if r["pid"] == pid and r["event"] == "start"} >= ids
 
 
 def _in_hand(cluster: Cluster, store: Store, w: Worker) -> dict[int, JobRecord]:
@@ -126,7 +123,7 @@ def test_remote_sigkill_mid_job_is_rerun_within_the_bound(
     wait_for(lambda: all_in(store, [job_id], "running"), 15, "the job to be claimed")
     holder, survivor = (a, b) if held_by(store, a.pid) else (b, a)
     assert held_by(store, holder.pid), f"job held by neither worker: {get(store, job_id)}"
-    wait_for(lambda: _started(cluster, holder.pid, {job_id}), 10, "the handler to start")
+    wait_for(lambda: handlers_started(cluster, holder.pid, {job_id}), 10, "the handler to start")
     before = get(store, job_id)
     kill_wall = holder.kill()
 
@@ -152,12 +149,7 @@ def test_remote_sigstopped_zombie_is_fenced_out_and_told(
     server = make_server()
     server.wait_ready()
     cluster = make_cluster(server.url)
-    [blind] = enqueue(store, "crash.work", 3.0, 0.2)
-    [polling] = enqueue(store, "crash.work", 30.0, 0.2, interruptible=True)
-    zombie = cluster.spawn(2)
-    wait_for(lambda: len(held_by(store, zombie.pid)) == 2, 20, "the first worker to hold both")
-    wait_for(lambda: _started(cluster, zombie.pid, {blind, polling}), 20,
-             "both handlers to start on the first worker")
+    zombie, blind, polling = start_zombie(cluster, store)
     held = {j.id: j for j in jobs(store, [blind, polling])}
     zombie.pause(store)
     stop_wall = time.time()
@@ -174,26 +166,9 @@ def test_remote_sigstopped_zombie_is_fenced_out_and_told(
         assert (job.started_at or 0.0) > stop_wall
 
     zombie.send(signal.SIGCONT)
-
-    def zombie_noticed() -> bool:
-        events = [r for r in cluster.records("events")
-                  if r["pid"] == zombie.pid and r["event"] == "lease_lost"]
-        runs = [r for r in cluster.records("runs") if r["pid"] == zombie.pid]
-        rejected = any(r["job"] == blind and r["attempt"] == 1
-                       and r["detail"].get("rejected") == "done" for r in events)
-        lost = any(r["job"] == polling and r["attempt"] == 1 for r in events)
-        interrupted = any(r["job"] == polling and r["attempt"] == 1
-                          and r["event"] == "interrupted" for r in runs)
-        return rejected and lost and interrupted
-
-    wait_for(zombie_noticed, 20, "the zombie's completion to be rejected and its polling "
-             "handler interrupted, through the server")
     # The blind handler did try to complete; the store kept the live worker's result.
-    assert any(r["pid"] == zombie.pid and r["job"] == blind and r["event"] == "end"
-               for r in cluster.records("runs"))
-    for job in jobs(store, [blind, polling]):
-        assert (job.status, job.attempt) == ("done", 2)
-        assert result_of(job) == {"job": job.id, "attempt": 2, "pid": live.pid}
+    check_zombie_fenced_out(cluster, store, zombie, live, blind, polling, 20,
+                            ", through the server")
     assert zombie.alive() and live.alive() and server.alive()
 
 
@@ -328,7 +303,7 @@ def test_two_servers_one_store_workers_spread_across_them(
             producer.close()
 
     wait_for(lambda: held_by(store, a.pid) and held_by(store, c.pid)
-             and _started(cluster=c1, pid=a.pid, ids={j.id for j in held_by(store, a.pid)}),
+             and handlers_started(cluster=c1, pid=a.pid, ids={j.id for j in held_by(store, a.pid)}),
              20, "workers of both servers to hold jobs")
     a_held = {j.id: j for j in held_by(store, a.pid)}
     kill_wall = a.kill()
@@ -371,7 +346,7 @@ def test_client_naming_two_servers_fails_over_when_one_is_killed(
                 other.start()
             other.wait_ready()
             [long] = enqueue(producer, "crash.work", 2.0, 0.05)
-            wait_for(lambda long=long: _started(cluster, worker.pid, {long}), 20,
+            wait_for(lambda long=long: handlers_started(cluster, worker.pid, {long}), 20,
                      "the long job to start")
             victim.kill()
             # Enqueued after the kill through the two-host URL: the producer fails over.
@@ -418,7 +393,7 @@ def test_client_naming_two_servers_moves_off_a_hung_one_within_the_lease(
         [warm] = enqueue(producer, "crash.work", 0.05, 0.05)
         wait_for(lambda: all_in(store, [warm], "done"), 30, "a first job through s1")
         [long] = enqueue(producer, "crash.work", 3.0 * lease, 0.05, interruptible=True)
-        wait_for(lambda: _started(cluster, worker.pid, {long}), 20, "the long job to start")
+        wait_for(lambda: handlers_started(cluster, worker.pid, {long}), 20, "the long job to start")
         assert s1.proc is not None
         s1.proc.send_signal(signal.SIGSTOP)
         try:

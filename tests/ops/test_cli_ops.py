@@ -56,7 +56,10 @@ def test_app_gives_the_store_and_the_task_options(
     monkeypatch.setenv("TETHER_APP", spec)
     code, out, _ = run(capsys, "job", str(job.id), "--json")
     assert json.loads(out)["queue"] == "mail"
-    code, out, _ = run(capsys, "enqueue", "ops.mail", "--queue", "other", "--max-attempts", "2")
+    code, out, err = run(capsys, "enqueue", "ops.mail", "--queue", "other")  # no argument
+    assert code == 2 and out == "" and "ops.mail(" in err and "missing a required" in err
+    code, out, _ = run(capsys, "enqueue", "ops.mail", "--args", '["a@b"]', "--queue", "other",
+                       "--max-attempts", "2")
     job2 = tether.App(url).get_job(int(out))
     assert (job2.queue, job2.max_attempts) == ("other", 2)
     code, _, err = run(capsys, "enqueue", "nope.task")
@@ -111,7 +114,7 @@ def test_cancel_purge_pause_resume_and_stats(
     assert "1 live, 1 dead" in out and "paused" in out
     assert run(capsys, "resume", "q", "--url", store_url)[1].startswith("queue q active")
     code, out, _ = run(capsys, "purge", "q", "--url", store_url, "--status", "pending",
-                       "--status", "cancelled")
+                       "--status", "cancelled", "--yes")
     assert code == 0 and "deleted 3" in out
     code, out, _ = run(capsys, "stats", "--url", store_url, "--watch", "--count", "2",
                        "--interval", "0.1", "--json")

@@ -65,3 +65,44 @@ def test_scrape_a_real_worker(tmp_path: Path, spawn: Spawn) -> None:
     proc.terminate()
     proc.communicate(timeout=30)
     assert proc.returncode == 0
+
+
+def test_enqueue_counter_and_wait_histogram(tmp_path: Path) -> None:
+    """Producers count what they enqueue (per task and queue, ``enqueue_many`` included);
+    workers observe how long each job waited from due to claim, by the store's clock."""
+    from datetime import UTC, datetime, timedelta
+
+    from prometheus_client import CollectorRegistry
+
+    from tests.worker.helpers import running
+    from tether.metrics import Metrics
+
+    app = tether.App(f"sqlite:///{tmp_path / 'm.db'}", lease_ttl=1.5, poll_interval=0.05)
+    registry = CollectorRegistry()
+    metrics = Metrics(app, registry)
+
+    @app.task(name="m.noop", queue="mq")
+    def noop(i: int) -> None:
+        return None
+
+    try:
+        ids = [noop.enqueue(1), *noop.enqueue_many([((2,), {}), ((3,), {})])]
+        overdue = datetime.now(UTC) - timedelta(seconds=120)
+        ids.append(app.enqueue("m.noop", 4, run_at=overdue))
+        ids.append(app.enqueue("m.noop", 5, queue="other"))
+        sample = registry.get_sample_value
+        assert sample("tether_jobs_enqueued_total", {"task": "m.noop", "queue": "mq"}) == 4
+        assert sample("tether_jobs_enqueued_total", {"task": "m.noop", "queue": "other"}) == 1
+        with running(app, concurrency=2, queues=["mq", "other"]):
+            wait_until(lambda: all(app.get_job(i).status == "done" for i in ids), what="jobs")
+            labels = {"task": "m.noop", "queue": "mq"}
+            wait_until(lambda: sample("tether_job_wait_seconds_count", labels) == 4,
+                       what="four waits observed")
+        waited = sample("tether_job_wait_seconds_sum", labels)
+        assert waited is not None and waited >= 120  # the overdue job waited two minutes
+        over_a_minute = 4 - (sample("tether_job_wait_seconds_bucket", {**labels, "le": "60.0"})
+                             or 0)
+        assert over_a_minute == 1
+    finally:
+        metrics.close()
+        app.close()

@@ -117,3 +117,34 @@ def test_async_enqueue_is_traced_and_typed_arguments_still_decode(tmp_path: Path
     assert producer.attributes["tether.job.id"] == job_id  # type: ignore[index]
     [consumer] = [s for s in spans if s.kind == SpanKind.CONSUMER]
     assert consumer.attributes["tether.outcome"] == "done"  # type: ignore[index]
+
+
+def test_parent_mode_puts_each_attempt_in_the_enqueuers_trace(tmp_path: Path) -> None:
+    """``instrument(app, parent=True)``: the consumer span is a child of the producer span
+    (one trace from the request that enqueued to the handler's own spans), and still linked."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    app = tether.App(f"sqlite:///{tmp_path / 'otel.db'}", lease_ttl=1.5, poll_interval=0.05)
+
+    @app.task(name="o.child")
+    def child() -> None:
+        with provider.get_tracer("user").start_as_current_span("handler work"):
+            pass
+
+    tracing.instrument(app, tracer_provider=provider, parent=True)
+    try:
+        with provider.get_tracer("web").start_as_current_span("POST /signup"):
+            job_id = child.enqueue()
+        with running(app, concurrency=1):
+            wait_until(lambda: app.get_job(job_id).status == "done", what="the job")
+    finally:
+        app.close()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    request, producer = spans["POST /signup"], spans["tether publish o.child"]
+    consumer, inner = spans["tether process o.child"], spans["handler work"]
+    assert producer.parent is not None and producer.parent.span_id == request.context.span_id
+    assert consumer.parent is not None and consumer.parent.span_id == producer.context.span_id
+    assert [link.context.span_id for link in consumer.links] == [producer.context.span_id]
+    assert inner.parent is not None and inner.parent.span_id == consumer.context.span_id
+    assert len({s.context.trace_id for s in (request, producer, consumer, inner)}) == 1

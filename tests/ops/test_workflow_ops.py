@@ -82,7 +82,7 @@ def test_enqueue_after_and_purge_waiting(
     assert (links.parents, links.waiting_on, links.allow_failure) == ((parent,), 1, True)
     code, _, err = run(capsys, "enqueue", "wf.child", "--url", store_url, "--after", "999999")
     assert code == 4 and "999999" in err, "an unknown parent is refused (not found)"
-    code, out, _ = run(capsys, "purge", "pq", "--url", store_url, "--status", "waiting")
+    code, out, _ = run(capsys, "purge", "pq", "--url", store_url, "--status", "waiting", "--yes")
     assert code == 0 and "deleted 1" in out
     assert store.get_job(child) is None
 

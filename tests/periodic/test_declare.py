@@ -116,7 +116,7 @@ def test_fixed_arguments_are_encoded_once_at_declaration_by_the_tasks_codec(app:
                                                                      "1800000000.0")
     assert report.arguments(new.payload) == ([date(2026, 3, 29)], {"kind": "long"})
     with pytest.raises(ConfigError, match=r"periodic bad args/kwargs: .*JSON"):
-        app.periodic(every=5, kwargs={"kind": object()}, name="bad")(report)
+        app.periodic(every=5, args=fixed, kwargs={"kind": object()}, name="bad")(report)
     with pytest.raises(ConfigError, match=r"periodic worse args/kwargs: .*decode"):
         app.periodic(every=5, args=("not a date",), name="worse")(report)
     assert [s.name for s in app.runtime.registry.schedules()] == ["report"]

@@ -116,11 +116,13 @@ def test_producer_gets_the_error_at_once(served: Served) -> None:
 def test_a_worker_token_cannot_purge_but_an_admin_token_can(tmp_path: Path,
                                                             served: Served) -> None:
     url = f"tether://{served.address}"
-    result = run_cli(["purge", "default", "--url", url], tmp_path, TETHER_TOKEN=WORKER_TOKEN)
+    result = run_cli(["purge", "default", "--yes", "--url", url], tmp_path,
+                     TETHER_TOKEN=WORKER_TOKEN)
     assert result.returncode == 2, result.stderr
     line = one_line(result.stderr)
     assert "purge" in line and "admin token" in line and fingerprint(WORKER_TOKEN) in line
-    result = run_cli(["purge", "default", "--url", url], tmp_path, TETHER_TOKEN=ADMIN_TOKEN)
+    result = run_cli(["purge", "default", "--yes", "--url", url], tmp_path,
+                     TETHER_TOKEN=ADMIN_TOKEN)
     assert result.returncode == 0, result.stderr
 
 

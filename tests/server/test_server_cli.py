@@ -133,7 +133,7 @@ def test_insecure_on_loopback_takes_calls_without_a_token(tmp_path: Path) -> Non
                        f"sqlite:///{tmp_path / 'served.db'}") as served:
         start = served.wait_line("tether server listening on")
         assert "no tokens (--insecure" in start and "maintenance off" in start
-        result = run_cli(["purge", "default", "--url", f"tether://{served.address}"],
+        result = run_cli(["purge", "default", "--yes", "--url", f"tether://{served.address}"],
                          tmp_path)
         assert result.returncode == 0, result.stderr
         assert served.stop() == 0

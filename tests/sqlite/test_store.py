@@ -202,6 +202,44 @@ def test_duplicate_outcomes_in_one_batch(sqlite_store: SQLiteStore) -> None:
     assert json.loads(after.errors) == []
 
 
+def test_a_finished_attempts_token_from_another_owner_is_no_replay(
+    sqlite_store: SQLiteStore,
+) -> None:
+    """Session 10's defect, on the file itself: after the holder's finish applied, the same
+    attempt and token sent by ANOTHER owner was taken for a replay of it and accepted; only
+    the holder's own repeat is (tests/contract/test_lost_replies.py checks it through
+    tether://)."""
+    from tether.stores import Lease
+
+    store = sqlite_store
+    store.enqueue([NewJob("t")])
+    (job,) = store.claim("w1", ["default"], 1, 30.0)
+    assert store.finish([Outcome(job.lease, "done", result="1")]) == []
+    other = Lease(job.id, job.attempt, "w2", job.lease.token)
+    assert store.finish([Outcome(other, "done", result="1")]) == [other]
+    assert store.finish([Outcome(job.lease, "done", result="1")]) == []  # the holder's replay
+    after = store.get_job(job.id)
+    assert after is not None and after.result == "1"
+
+
+def test_a_plain_batch_returns_the_ids_of_its_own_rows(sqlite_store: SQLiteStore) -> None:
+    """enqueue_insert_many reads no id per job: the ids are the consecutive run ending at the
+    last inserted one (AUTOINCREMENT under the write lock), also after the newest job was
+    deleted (its id is never handed out again)."""
+    store = sqlite_store
+    first = store.enqueue([NewJob(f"a{i}") for i in range(5)])
+    store._db.get().execute("DELETE FROM jobs WHERE id = ?", (first[-1],))
+    second = store.enqueue([NewJob(f"b{i}", queue="q", priority=i) for i in range(3)],
+                           request_id="batch-1")
+    assert second == list(range(first[-1] + 1, first[-1] + 4))
+    assert store.enqueue([NewJob("x")], request_id="batch-1") == second  # the replay
+    for prefix, ids in (("a", first[:-1]), ("b", second)):
+        for i, job_id in enumerate(ids):
+            job = store.get_job(job_id)
+            assert job is not None and job.task == f"{prefix}{i}", (job_id, job)
+    assert store.get_job(second[2]).priority == 2  # type: ignore[union-attr]
+
+
 def test_multi_queue_claim_is_global_priority_order(sqlite_store: SQLiteStore) -> None:
     t0 = sqlite_store.now()
     sqlite_store.enqueue([NewJob("t", queue="a", priority=5) for _ in range(50)], now=t0)
@@ -234,7 +272,9 @@ def _plan(store: SQLiteStore, name: str) -> str:
             "nonce",
         )
     }
-    rows = conn.execute("EXPLAIN QUERY PLAN " + Q[name], params).fetchall()
+    # finish binds positional parameters (?1 .. ?10: executemany of tuples)
+    bound = (None,) * 10 if "?1" in Q[name] else params
+    rows = conn.execute("EXPLAIN QUERY PLAN " + Q[name], bound).fetchall()
     return "\n".join(str(row[3]) for row in rows)
 
 

@@ -76,7 +76,7 @@ def test_version_1_file_is_upgraded_in_place(
     store = make_store()
     with pytest.raises(SchemaError, match="run `tether migrate`"):
         store.check_schema()
-    assert SCHEMA_VERSION == 7
+    assert SCHEMA_VERSION == 8
     assert store.migrate() == SCHEMA_VERSION
     store.check_schema()
     assert store.info().schema_version == SCHEMA_VERSION
@@ -93,6 +93,10 @@ def test_version_1_file_is_upgraded_in_place(
     assert [(r.job_id, r.owner, r.status) for r in reaped] == [(2, "old-worker", "pending")]
     ids = store.enqueue([NewJob("t")], request_id="r1")
     assert store.enqueue([NewJob("t")], request_id="r1") == ids
+    # Version 8: jobs without a unique_key are no longer in jobs_unique (issue #23).
+    (sql,) = store._db.get().execute(
+        "SELECT sql FROM sqlite_master WHERE name = 'jobs_unique'").fetchone()
+    assert "unique_key IS NOT NULL" in sql, sql
 
 
 def test_housekeeping_deletes_request_records_older_than_a_day(

@@ -173,3 +173,75 @@ def replicated(*, synchronous: bool = False) -> Iterator[Replicated]:
         yield pair
     finally:
         pair.stop()
+
+
+class Single:
+    """One throwaway server (no standby), for tests that restart or crash it (issue #22: a
+    restart must not look like every worker's death)."""
+
+    def __init__(self) -> None:
+        if not (BIN / "initdb").exists():
+            pytest.skip("PostgreSQL 15 binaries are not installed")
+        root = Path(tempfile.mkdtemp(prefix="tether-pg-"))
+        root.chmod(0o755)
+        _own(root)
+        self.root = root
+        self.cluster = Cluster(root / "data", free_port())
+        _run(str(BIN / "initdb"), "-D", str(self.cluster.datadir), "-U", USER, "-A", "trust",
+             "--no-sync")
+        with (self.cluster.datadir / "postgresql.conf").open("a") as conf:
+            conf.write("fsync = off\nlisten_addresses = '127.0.0.1'\nmax_connections = 200\n")
+        self.cluster.start()
+
+    def url(self) -> str:
+        return self.cluster.url()
+
+    def restart(self) -> None:
+        """A fast shutdown (every session is ended) and a start on the same port."""
+        proc = self.cluster.proc
+        assert proc is not None
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+        self.cluster.start()
+
+    def crash_reset(self) -> None:
+        """One backend dies by SIGKILL (as the OOM killer does it): the postmaster ends every
+        session and reinitialises, without restarting (its start time does not change).
+        Returns once it accepts connections again."""
+        sentinel = psycopg.connect(self.cluster.dsn, autocommit=True)
+        with psycopg.connect(self.cluster.dsn, autocommit=True) as conn:
+            row = conn.execute("SELECT pg_backend_pid()").fetchone()
+            assert row is not None
+            os.kill(int(row[0]), signal.SIGKILL)  # a backend of our own server
+        deadline = time.monotonic() + 60
+        while True:  # the reset ends every other session: the sentinel's too
+            try:
+                sentinel.execute("SELECT 1")
+            except psycopg.Error:
+                sentinel.close()
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError("the server did not reset its sessions")
+            time.sleep(0.02)
+        while True:
+            try:
+                with psycopg.connect(self.cluster.dsn, connect_timeout=2) as conn:
+                    conn.execute("SELECT 1")
+                    return
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.cluster.kill()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def single() -> Iterator[Single]:
+    server = Single()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -7,11 +7,13 @@ The worker runs in the test's process with a per-test App (its own store); its c
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from typing import Any
 
 import tether
+from tether._logs import JsonFormatter
 
 FAST = tether.Backoff(base=0.01, factor=1.0, max=0.01, jitter=0.0)
 
@@ -81,6 +83,21 @@ def register(app: tether.App) -> None:
         _started(log)
         time.sleep(seconds)
         return {"pid": os.getpid()}
+
+
+    @app.task(name="pool.logs")
+    def logs(path: str) -> None:
+        """Logs one line through a JSON file handler of its own, in the child (issue #24)."""
+        handler = logging.FileHandler(path)
+        handler.setFormatter(JsonFormatter())
+        user = logging.getLogger("tests.pool.user")
+        user.addHandler(handler)
+        user.setLevel(logging.INFO)
+        try:
+            user.info("from the child")
+        finally:
+            user.removeHandler(handler)
+            handler.close()
 
 
 def _started(log: str) -> None:

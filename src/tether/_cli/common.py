@@ -21,6 +21,7 @@ from tether._config import Settings
 from tether._environ import default_store_used
 from tether._errors import ConfigError, SchemaError, StoreError
 from tether._runtime import Runtime
+from tether._schema_start import prepare_schema
 from tether.stores import DEFAULT_PATH, DEFAULT_URL, open_store
 from tether.stores._contract import Basics, Liveness, Store, WorkerInfo
 
@@ -179,11 +180,13 @@ def sqlite_file(url: str) -> Path | None:
     return Path(parse_url(url))
 
 
-def connect(url: str, *, create: bool = False) -> Store:
+def connect(url: str, *, create: bool = False, upgrade: bool = False) -> Store:
     """Open the store. Read commands (``create=False``) never create anything: a missing
-    SQLite file is reported, not made, and a missing schema is a SchemaError (exit 3)."""
+    SQLite file is reported, not made, and a missing schema is a SchemaError (exit 3).
+    ``create`` makes a missing schema but refuses an older one ("run `tether migrate`");
+    only ``upgrade`` (``tether migrate``) upgrades (:mod:`tether._schema_start`)."""
     path = sqlite_file(url)
-    if path is not None and not create and not path.exists():
+    if path is not None and not (create or upgrade) and not path.exists():
         raise SchemaError(
             f"no SQLite store at {path.resolve()} (nothing to read; give --app MODULE:APP or "
             "--url, or run `tether migrate` to create it)")
@@ -194,7 +197,7 @@ def connect(url: str, *, create: bool = False) -> Store:
             raise
         raise ConfigError(f"bad store URL parameter: {exc}") from None
     try:
-        store.migrate() if create else store.check_schema()
+        prepare_schema(store, "upgrade" if upgrade else "create" if create else "check")
     except BaseException:
         store.close()
         raise

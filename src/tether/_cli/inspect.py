@@ -242,7 +242,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    store = connect(target(args).url, create=True)
+    store = connect(target(args).url, upgrade=True)
     try:
         version = store.info().schema_version
     finally:

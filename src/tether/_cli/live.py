@@ -18,8 +18,21 @@ from tether.stores._contract import TERMINAL, JobRecord, Producer
 
 
 def _state(job: JobRecord) -> tuple[Any, ...]:
+    """What a ``--json`` follower prints a line for."""
     return (job.status, job.attempt, job.progress, job.checkpoint, job.locked_by,
             job.cancel_requested)
+
+
+def _line(job: JobRecord) -> str:
+    """A text follower's line, without its time: a new line is printed only when this text
+    changes, so nothing it does not show (a checkpoint saved, a lease renewed) prints a
+    line that repeats the one before (issue #24's "--follow prints noise")."""
+    progress = "" if job.progress is None else f" progress {job.progress}"
+    owner = f" on {job.locked_by}" if job.locked_by else ""
+    cancel = " (cancel requested)" if job.cancel_requested and job.status == "running" else ""
+    error = (f"  error: {short(job.last_error, 60)}"
+             if job.status != "done" and job.last_error else "")
+    return f"job {job.id} {job.status} attempt {attempt_short(job)}{owner}{progress}{cancel}{error}"
 
 
 def follow(store: Producer, job: JobRecord, as_json: bool, interval: float,
@@ -29,18 +42,13 @@ def follow(store: Producer, job: JobRecord, as_json: bool, interval: float,
     last: tuple[Any, ...] | None = None
     deadline = None if timeout is None else clock.monotonic() + timeout
     while True:
-        state = _state(job)
+        state: tuple[Any, ...] = _state(job) if as_json else (_line(job),)
         if state != last:
             last = state
             if as_json:
                 print(json.dumps(job_dict(job), ensure_ascii=False), flush=True)
             else:
-                progress = "" if job.progress is None else f" progress {job.progress}"
-                owner = f" on {job.locked_by}" if job.locked_by else ""
-                print(f"{when(clock.wall())}  job {job.id} {job.status} attempt "
-                      f"{attempt_short(job)}{owner}{progress}"
-                      + (f"  error: {short(job.last_error, 60)}"
-                         if job.status != "done" and job.last_error else ""), flush=True)
+                print(f"{when(clock.wall())}  {state[0]}", flush=True)
         if job.status in TERMINAL:
             if not as_json and job.status == "done":
                 took = (job.finished_at or 0) - (job.started_at or 0)

@@ -33,6 +33,18 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"tether: error: {message} (see `{self.prog} --help`)\n")
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``(default: X)`` only where the help does not already say what the default is, and
+    never for a default of None or False (``--json (default: False)`` says nothing): issue
+    #24 found each default shown twice."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
 def _globals(p: argparse.ArgumentParser, suppress: bool) -> None:
     """Options accepted before *and* after the command; after it, SUPPRESS keeps a value
     given before the command from being reset to the default."""
@@ -81,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = Parser(prog="tether", description=(__doc__ or "").split("\n\n")[0],
                     epilog=(__doc__ or "").split("\n\n")[1],
-                    formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                    formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"tether {__version__}")
     _globals(parser, suppress=False)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
@@ -89,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, handler: Handler, help_: str, example: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=help_, epilog=f"example: {example}",
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                           formatter_class=HelpFormatter)
         _globals(p, suppress=True)
         p.set_defaults(handler=handler)
         return p
@@ -117,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "kill it (the attempt stalls) if it passes MIB during one")
     p.add_argument("--metrics-port", type=c.port, default=None,
                    help="serve Prometheus metrics on 127.0.0.1:PORT/metrics (needs "
-                   "tether[metrics])")
+                   "the metrics extra)")
     p.add_argument("--metrics-host", default="127.0.0.1",
                    help="address for --metrics-port (0.0.0.0 to let Prometheus scrape it)")
     p.add_argument("--burst", action="store_true",
@@ -221,11 +233,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("id", type=c.job_id, help="the job's id")
 
     p = add("purge", ops.cmd_purge, "delete a queue's jobs in the given states (never running "
-            "ones)", "tether purge mail --status pending --status failed")
+            "ones)", "tether purge mail --status pending --status failed --yes")
     _store_options(p)
     p.add_argument("queue", type=c.name, help="the queue to empty")
     p.add_argument("--status", action="append", choices=list(ops.PURGEABLE),
                    help="states to delete (repeat; default: pending)")
+    p.add_argument("--yes", "-y", action="store_true",
+                   help="delete without showing them and asking first")
+    p.add_argument("--dry-run", action="store_true",
+                   help="only show how many jobs would be deleted")
 
     for name, paused, text in (("pause", True, "stop workers claiming from a queue"),
                                ("resume", False, "let workers claim from a paused queue")):

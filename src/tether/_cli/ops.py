@@ -9,7 +9,7 @@ import sys
 from tether._cli.common import connect, live_workers, target
 from tether._cli.inspect import memory_warning
 from tether._cli.render import dump_json
-from tether.stores._contract import JobStatus
+from tether.stores._contract import Admin, JobStatus
 
 #: What ``purge`` deletes unless told otherwise: work nobody has started. Running jobs are never
 #: purged (their holder's lease stands; cancel them instead).
@@ -32,9 +32,32 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
+    """Delete with ``--yes``; otherwise first show what would go, then ask at a terminal and
+    refuse elsewhere (a script must say ``--yes``): issue #24 found purge deleting unasked."""
     statuses: tuple[JobStatus, ...] = tuple(args.status) if args.status else PURGE_DEFAULT
     store = connect(target(args).url)
     try:
+        if not args.yes:
+            grid = {c.status: c.count for c in store.counts() if c.queue == args.queue}
+            found = {s: grid.get(s, 0) for s in statuses}
+            total = sum(found.values())
+            listed = ", ".join(f"{n} {s}" for s, n in found.items())
+            if args.json:
+                dump_json({"queue": args.queue, "statuses": list(statuses),
+                           "would_delete": found, "deleted": 0})
+            elif not total:
+                print(f"nothing to delete: queue {args.queue} has no {'/'.join(statuses)} job")
+            else:
+                print(f"queue {args.queue}: {listed} job(s) would be deleted")
+            if not total or args.dry_run:
+                return 0
+            if args.json or not sys.stdin.isatty():
+                print("tether: error: not deleted: add --yes to delete them", file=sys.stderr)
+                return 2
+            answer = input(f"delete these {total} job(s)? [y/N] ").strip().lower()
+            if answer not in ("y", "yes"):
+                print("nothing deleted")
+                return 1
         deleted = store.purge(args.queue, statuses)
     finally:
         store.close()
@@ -45,9 +68,24 @@ def cmd_purge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _unused(store: Admin, queue: str, app_queues: list[str]) -> bool:
+    """True when no job in the store, no registered worker and no task of the app names
+    ``queue``: pausing it is most likely a typo (issue #24), though a queue may be paused
+    before its first job, so this only warns."""
+    if queue in app_queues:
+        return False
+    if any(c.queue == queue for c in store.counts()):
+        return False
+    return not any(queue in w.queues for w in store.list_workers())
+
+
 def cmd_pause(args: argparse.Namespace) -> int:
-    store = connect(target(args).url)
+    t = target(args)
+    store = connect(t.url)
     try:
+        if args.paused and _unused(store, args.queue, t.queues() or []):
+            print(f"warning: no job, worker or task uses queue {args.queue!r} (a typo?); "
+                  "pausing it anyway", file=sys.stderr)
         changed = store.pause_queue(args.queue) if args.paused else \
             store.resume_queue(args.queue)
     finally:

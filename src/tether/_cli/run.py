@@ -15,6 +15,7 @@ from tether._appspec import load_app
 from tether._config import make_settings
 from tether._errors import AuthError, ConfigError
 from tether._events import Events
+from tether._install import install_hint
 from tether._logs import configure, worker_banner
 from tether._maintenance.deathwatch import take_token
 from tether._maintenance.maintainer import Maintainer
@@ -76,8 +77,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         try:
             from tether.metrics import serve
         except ImportError as exc:
-            raise ConfigError(f"--metrics-port needs the metrics extra: pip install "
-                              f"'tether[metrics]' ({exc})") from None
+            raise ConfigError(f"--metrics-port needs {install_hint('metrics')} "
+                              f"({exc})") from None
 
         stop_metrics = serve(app, args.metrics_port, args.metrics_host)
         log.info("metrics on http://%s:%d/metrics", args.metrics_host, args.metrics_port)

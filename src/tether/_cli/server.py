@@ -22,6 +22,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from tether._errors import ConfigError
+from tether._install import install_hint
 
 if TYPE_CHECKING:
     from tether._server.auth import Tokens
@@ -99,15 +100,17 @@ def cmd_server(args: argparse.Namespace) -> int:
         raise ConfigError(f"the store URL {redact(url)} is a tether server's: tether server "
                           "serves a store (sqlite://, postgresql://, redis://); give it --url "
                           "or the app")
-    migrate = not args.no_migrate and (runtime is None or runtime.auto_migrate)
+    # Like a worker (_schema_start.py): a missing schema is created, an older one refused
+    # ("run `tether migrate`") unless the app asks to upgrade (auto_migrate=True).
+    create = not args.no_migrate and (runtime is None or runtime.auto_migrate is not False)
+    upgrade = create and runtime is not None and runtime.auto_migrate is True
     # gRPC's C core logs its own copy of errors we report in one line (a port in use, a
     # client's failed TLS handshake) to stderr; GRPC_VERBOSITY=ERROR brings them back.
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
         from tether._server.serve import TetherServer
     except ImportError as exc:
-        raise ConfigError(f"tether server needs the server extra: pip install "
-                          f"'tether[server]' ({exc})") from None
+        raise ConfigError(f"tether server needs {install_hint('server')} ({exc})") from None
 
     authorizer = Authorizer(tokens)
     shutdown = Shutdown(draining="stopping the server")
@@ -117,7 +120,8 @@ def cmd_server(args: argparse.Namespace) -> int:
     restore_hup = reloader.install() if reloader is not None else (lambda: None)
     store = None
     try:
-        store = open_when_up(lambda: connect(url, create=migrate), redact(url), stop=shutdown)
+        store = open_when_up(lambda: connect(url, create=create, upgrade=upgrade), redact(url),
+                             stop=shutdown)
         if store is None:
             return 0
         server = TetherServer(store, listen=f"[{host}]:{port}" if ":" in host else

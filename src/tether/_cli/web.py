@@ -10,14 +10,14 @@ from typing import Any
 
 from tether._cli import common as c
 from tether._errors import ConfigError
+from tether._install import install_hint
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
     try:
         from tether.dashboard._server import run
     except ImportError as exc:
-        raise ConfigError(f"the dashboard needs its extra: pip install 'tether[dashboard]' "
-                          f"({exc})") from None
+        raise ConfigError(f"the dashboard needs {install_hint('dashboard')} ({exc})") from None
     t = c.target(args)
     token = args.token or os.environ.get("TETHER_DASHBOARD_TOKEN") or None
     basic = args.basic_auth or os.environ.get("TETHER_DASHBOARD_BASIC_AUTH") or None
@@ -35,7 +35,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 
 def add_dashboard(add: Callable[..., argparse.ArgumentParser]) -> Any:
-    p = add("dashboard", cmd_dashboard, "serve the web dashboard (needs tether[dashboard])",
+    p = add("dashboard", cmd_dashboard, "serve the web dashboard (needs the dashboard extra)",
             "tether dashboard --app myproject.jobs:app --port 8080")
     p.add_argument("--url", default=None,
                    help="store URL (default: the app's, else $TETHER_URL)")

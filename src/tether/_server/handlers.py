@@ -18,7 +18,7 @@ from tether._wire import codec
 from tether._wire import tether_pb2 as pb
 from tether.stores import Store
 
-__all__ = ["HANDLERS", "Handler"]
+__all__ = ["HANDLERS", "WORKER_MIN_AGE", "Handler", "floor_worker_age"]
 
 Handler = Callable[[Store, Any, "float | None"], Message]
 
@@ -102,6 +102,25 @@ def _not_negative(name: str, value: float) -> float:
     if value < 0:
         raise ValueError(f"{name} must not be negative (got {value})")
     return value
+
+
+#: The youngest a worker token's ``prune`` and ``delete_dead_workers`` reach. A worker token
+#: may call them because a remote worker's maintainer runs the pruner, which sends the
+#: retention settings (a day for done jobs by default) and a day for worker rows; an age
+#: below a minute is no pruner's, but it would let any worker token delete every result a
+#: moment after its job finished. An admin token prunes at any age.
+WORKER_MIN_AGE = 60.0
+
+
+def floor_worker_age(request: Message) -> None:
+    """Raise the ``older_than`` of a worker token's ``prune`` or ``delete_dead_workers``
+    request to WORKER_MIN_AGE (in place; other requests pass untouched). Raised, not
+    refused: settings accept any positive retention, and a worker configured with a short
+    one should keep pruning (later than asked) rather than fail every pass. A negative age is
+    left for the handler to refuse as bad input, as an admin's is."""
+    if (isinstance(request, pb.PruneRequest | pb.DeleteDeadWorkersRequest)
+            and 0 <= request.older_than < WORKER_MIN_AGE):
+        request.older_than = WORKER_MIN_AGE
 
 
 def _reap_expired(s: Store, r: pb.ReapExpiredRequest, now: float | None) -> Message:

@@ -13,7 +13,9 @@ Invariants:
 * A job's lease token is the fence of its claim: whoever holds it may finish, cancel or
   extend that attempt. A worker token gets tokens only from its own claims: the jobs it
   reads (``get_job``, ``get_jobs``) come without theirs, so it cannot write for another
-  worker's claim (:data:`LEASE_FREE`).
+  worker's claim (:data:`LEASE_FREE`). Nor can it prune what is young: the age of its
+  ``prune`` and ``delete_dead_workers`` is raised to a floor no pruner goes below
+  (:data:`tether._server.handlers.WORKER_MIN_AGE`).
 * Store calls block, so they run on a bounded thread pool; long polls wait on the event loop
   through the wake hub (:mod:`tether._server.wakes`), holding neither a thread nor a
   connection.
@@ -32,7 +34,7 @@ from google.protobuf.message import DecodeError, Message
 
 from tether._errors import AuthError, JobNotFound, SchemaError
 from tether._server.auth import Authorizer, Role
-from tether._server.handlers import HANDLERS, Handler
+from tether._server.handlers import HANDLERS, Handler, floor_worker_age
 from tether._server.wakes import LINGER, WakeHub
 from tether._version import __version__
 from tether._wire import codec, roles
@@ -117,6 +119,8 @@ class StoreService:
                 if special is not None:
                     reply = await special[1](message, role)
                     return reply.SerializeToString()
+                if role is not Role.ADMIN:
+                    floor_worker_age(message)
                 now: float | None = None
                 if takes_now and self.trust_client_clock and message.HasField("now"):
                     now = getattr(message, "now")  # noqa: B009 - not every request has one

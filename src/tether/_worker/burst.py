@@ -59,14 +59,24 @@ class _Claims:
     forwarding to the bursts that are listening now."""
 
     def __init__(self, events: Events) -> None:
-        self.listeners: list[Callable[[Event], None]] = []
+        # Replaced (under the lock), never mutated: a claim (one per job) reads it without
+        # a lock or a copy.
+        self.listeners: tuple[Callable[[Event], None], ...] = ()
         self.lock = threading.Lock()
         events.on("claimed", self._dispatch)
 
-    def _dispatch(self, event: Event) -> None:
+    def add(self, listener: Callable[[Event], None]) -> None:
+        with self.lock:
+            self.listeners = (*self.listeners, listener)
+
+    def remove(self, listener: Callable[[Event], None]) -> None:
         with self.lock:
             listeners = list(self.listeners)
-        for listener in listeners:
+            listeners.remove(listener)
+            self.listeners = tuple(listeners)
+
+    def _dispatch(self, event: Event) -> None:
+        for listener in self.listeners:
             listener(event)
 
 
@@ -161,16 +171,14 @@ def run_burst(
             stop(f"burst: {max_jobs} job(s) claimed (max_jobs)")  # before the next claim
 
     claims = _claims(worker.runtime.events)
-    with claims.lock:
-        claims.listeners.append(on_claim)
+    claims.add(on_claim)
     watcher = IdleWatch(worker, stop, result, timeout, fast_forward)
     watcher.start()
     try:
         result.exit_code = worker.run(install_signals=install_signals)
     finally:
         watcher.stop(5.0)
-        with claims.lock:
-            claims.listeners.remove(on_claim)
+        claims.remove(on_claim)
     return result
 
 

@@ -38,7 +38,7 @@ _EVENT_OF = {"done": "completed", "dead": "failed", "cancelled": "cancelled",
              "released": "released", "stalled": "stalled", "snoozed": "snoozed"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen __init__ costs a setattr call per field, per job
 class Pending:
     entry: Running
     outcome: Outcome
@@ -247,7 +247,7 @@ class Completer(Loop):
                              worker=self.owner, detail={"rejected": p.outcome.kind,
                                                         "task": ctx.job.task,
                                                         "queue": ctx.job.queue})
-        emit, owner = self.events.emit, self.owner
+        emit, owner = self.events.emit_job, self.owner
         for p in out.applied:
             entry = p.entry
             job = entry.ctx.job
@@ -263,4 +263,4 @@ class Completer(Loop):
                 why = extra.get("why")
                 if why is not None:
                     detail["why"] = why  # a claimed-ahead job handed back before it started
-            emit(p.event, job_id=job.id, attempt=job.attempt, worker=owner, detail=detail)
+            emit(p.event, job.id, job.attempt, owner, detail)

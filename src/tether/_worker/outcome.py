@@ -27,6 +27,7 @@ from tether._errors import (
 )
 from tether._task import BadArguments, Task
 from tether.stores._contract import Outcome
+from tether.stores._records import done_outcome
 
 log = logging.getLogger("tether.executor")
 
@@ -55,12 +56,12 @@ def decide(ctx: JobContext, task: Task[Any, Any], result: Any,
     why = ctx.stop_reason
     if exc is None:
         if result is None:  # most handlers return nothing: no encoder call for it
-            return Outcome(lease, "done", result="null")
+            return done_outcome(lease)
         try:
             value = task.encode_result(result)
         except TypeError as err:
             return Outcome(lease, "dead", error=describe(err), reason="bad_result")
-        return Outcome(lease, "done", result=value)
+        return done_outcome(lease, value)
     if isinstance(exc, BadArguments):
         return Outcome(lease, "dead", error=describe(exc), reason="bad_arguments")
     if isinstance(exc, (asyncio.CancelledError, Interrupted)):

@@ -11,7 +11,8 @@ claim overlaps the write of the previous outcomes (claim, run and finish are pip
 serial). The *entry* stays until its outcome is settled (written, rejected, or not to be
 written), so the heartbeater keeps renewing the lease until the outcome has landed. Entries are
 capped at twice the slots, so a slow store cannot pile up unwritten outcomes. Entries are keyed
-by lease, so a self-zombie's old entry never collides with a new claim of the same job.
+by themselves (identity), so a self-zombie's old entry never collides with a new claim of the
+same job (and no lease is hashed, a Python-level call, on the per-job path).
 
 *Claimed ahead* (thread pool only): a job claimed before a slot is free for it waits in the
 *backlog*, FIFO, holding its fenced lease and renewed by the heartbeat like any other entry.
@@ -113,12 +114,15 @@ class Running:
 class Registry:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._entries: dict[Lease, Running] = {}
+        self._entries: dict[Running, None] = {}  # by identity; a dict keeps claim order
         self._busy = 0  # handlers that have not returned yet
         self._full_lanes: set[str] = set()  # see watch_lanes
         #: Called (outside the lock) with the queues of a full lane whose handler returned.
         self.on_lane_free: Callable[[list[str]], None] | None = None
         lock = threading.RLock()
+        #: Taken directly (``with self._lock``) where nobody waits or is woken: entering a
+        #: Condition is a Python-level call on top of the lock's, on the per-job path.
+        self._lock = lock
         self._cond = threading.Condition(lock)
         #: Handler threads wait here for a queued job and a free slot (same lock, so a
         #: hand-over never wakes the fetcher and the completer too).
@@ -139,8 +143,8 @@ class Registry:
         queue's lane has in flight (claimed ahead counts, so a lane's cap bounds its running
         jobs whatever order the backlog is taken in)."""
         held: dict[str, int] = {}
-        with self._cond:
-            for entry in self._entries.values():
+        with self._lock:
+            for entry in self._entries:
                 if entry.stage is not _RETURNED:
                     queue = entry.ctx.job.queue
                     held[queue] = held.get(queue, 0) + 1
@@ -150,7 +154,7 @@ class Registry:
         """The queues whose lane was full at the last claim: the first handler of one of them
         to return calls :attr:`on_lane_free` (the fetcher may be waiting on the store, which
         no local slot would wake)."""
-        with self._cond:
+        with self._lock:
             self._full_lanes = queues
 
     def free(self) -> int:
@@ -169,7 +173,7 @@ class Registry:
         only for children that may queue jobs), and how many free slots wake the fetcher (a
         process pool whose children hold jobs ahead claims in batches, not a job at a time:
         they have work meanwhile); waiters wake when that many are free."""
-        with self._cond:
+        with self._lock:
             was_free, self.capacity = self.free(), capacity
             self.claim_at = max(1, claim_at)
             if was_free < self.claim_at <= self.free():
@@ -177,7 +181,7 @@ class Registry:
 
     def wait_free(self, timeout: float, stop: Callable[[], bool]) -> int:
         """Block until a slot is free (or stop() or timeout); returns how many to claim."""
-        with self._cond:
+        with self._lock:
             self._cond.wait_for(lambda: stop() or self.free() >= self.claim_at, timeout)
             return self.free()
 
@@ -187,10 +191,10 @@ class Registry:
         (each woken thread takes queued jobs until the backlog is empty; waking more threads
         than the handlers' run time needs only makes them fight for the GIL)."""
         now = clock.monotonic()
-        with self._cond:
+        with self._lock:
             for entry in entries:
                 entry.queued_at = now
-                self._entries[entry.lease] = entry
+                self._entries[entry] = None
             self._backlog.extend(entries)
             awake = self._threads - self._idle  # each takes the next job when it is done
             self._work.notify(min(wake, self.capacity - self._busy) - awake)
@@ -201,11 +205,11 @@ class Registry:
         handler that has run that long (a job waiting only because the process is short of
         CPU gains nothing from one more thread fighting for the GIL)."""
         now = clock.monotonic()
-        with self._cond:
+        with self._lock:
             if not (self._backlog and self._busy < self.capacity
                     and now - self._backlog[0].queued_at >= waited):
                 return
-            held = sum(1 for e in self._entries.values()
+            held = sum(1 for e in self._entries
                        if e.stage is _RUNNING and 0.0 < e.started_at <= now - waited)
             if held >= self._threads - self._idle:
                 self._work.notify()
@@ -214,30 +218,48 @@ class Registry:
         """The oldest queued entry, once a slot is free for it (blocks); None once closed.
         ``first``: the calling handler thread's first call. ``done``: the entry whose handler
         this thread just ran, marked returned under the same lock (one acquisition per job)."""
-        with self._cond:
+        with self._lock:
+            # One look at free() before and one after both changes (marking ``done``, taking
+            # the next): each only raises it, so any threshold crossed in between is crossed
+            # from the first look to the last.
+            was_free = self.free()
             if done is not None:
-                self._mark([done], True, False)
+                if done.stage is not _RETURNED:
+                    done.stage = _RETURNED
+                    self._busy -= 1
+                if done.settlement is _SETTLED:
+                    self._entries.pop(done, None)
             self._threads += first
             while not self._closed and not (self._backlog and self._busy < self.capacity):
+                if done is not None:  # wake the waiters the return may concern first
+                    self._woken(was_free)
+                    was_free, done = self.free(), None
                 self._idle += 1
                 try:
                     self._work.wait()
                 finally:
                     self._idle -= 1
             if self._closed:
+                self._woken(was_free)
                 return None
-            was_free = self.free()
             entry = self._backlog.popleft()
             self._busy += 1
             entry.stage = _RUNNING
             entry.started_at = clock.monotonic()
-            if was_free <= 0 < self.free():
-                self._cond.notify_all()  # the backlog ran low: time to claim again
+            self._woken(was_free)
             return entry
+
+    def _woken(self, was_free: int) -> None:
+        """Wake the fetcher (and ``wait_empty``) if free() crossed its threshold since it was
+        ``was_free``, or the registry emptied (the lock held)."""
+        now_free = self.free()
+        if (was_free < self.claim_at <= now_free or was_free <= 0 < now_free
+                or not self._entries):
+            self._cond.notify_all()
 
     def close(self) -> None:
         """Wake every handler thread waiting in :meth:`take` for good."""
-        with self._cond:
+        with self._lock:
             self._closed = True
             self._work.notify_all()
 
@@ -256,7 +278,7 @@ class Registry:
         """Take out of the backlog the entries queued before ``queued_before`` (all by
         default); the caller owns their outcome (they never started: no slot to free)."""
         out = []
-        with self._cond:
+        with self._lock:
             backlog = self._backlog
             while backlog and backlog[0].queued_at < queued_before:
                 entry = backlog.popleft()
@@ -271,31 +293,31 @@ class Registry:
     def stuck(self, started_before: float) -> int:
         """Busy slots whose handler started before ``started_before``: they are not going to
         free soon, so no job claimed ahead should count on them."""
-        with self._cond:
-            return sum(1 for e in self._entries.values()
+        with self._lock:
+            return sum(1 for e in self._entries
                        if e.stage is _RUNNING and 0.0 < e.started_at < started_before)
 
     def wait_empty(self, timeout: float | None) -> bool:
-        with self._cond:
+        with self._lock:
             return self._cond.wait_for(lambda: not self._entries, timeout)
 
     def add(self, entry: Running) -> None:
         """Add an entry whose handler starts now (it takes a slot at once)."""
-        with self._cond:
+        with self._lock:
             entry.stage = _RUNNING
             entry.started_at = clock.monotonic()
-            self._entries[entry.lease] = entry
+            self._entries[entry] = None
             self._busy += 1
 
     def entries(self) -> list[Running]:
-        with self._cond:
-            return list(self._entries.values())
+        with self._lock:
+            return list(self._entries)
 
     def to_renew(self) -> list[Running]:
         """Entries whose lease the heartbeater must still renew."""
-        with self._cond:
+        with self._lock:
             return [
-                e for e in self._entries.values()
+                e for e in self._entries
                 if not e.lost and e.settlement is not _SETTLED
                 and not e.ctx.completed_in_transaction
             ]
@@ -311,7 +333,7 @@ class Registry:
         registry emptied): a wake-up per job would make the fetcher fight every handler thread
         for the GIL.
         """
-        with self._cond:
+        with self._lock:
             self._mark(entries, returned, settled)
             freed: list[str] = []
             if returned and self._full_lanes:
@@ -331,9 +353,8 @@ class Registry:
                 self._busy -= 1
             if settled:
                 entry.settlement = _SETTLED
-            if (entry.stage is _RETURNED and entry.settlement is _SETTLED
-                    and self._entries.get(entry.lease) is entry):
-                del self._entries[entry.lease]
+            if entry.stage is _RETURNED and entry.settlement is _SETTLED:
+                self._entries.pop(entry, None)
         if (was_free < self.claim_at <= self.free()) or not self._entries:
             self._cond.notify_all()
         if async_slot and self._backlog:
@@ -341,7 +362,7 @@ class Registry:
 
     def settle_once(self, entry: Running) -> bool:
         """Claim the right to decide this attempt's outcome; only the first caller wins."""
-        with self._cond:
+        with self._lock:
             if entry.settlement is not _OPEN:
                 return False
             entry.settlement = _SETTLING

@@ -374,11 +374,14 @@ class Worker:
         """The attempt holds a slot (the pool says when: a thread pool when a handler thread
         takes it from the backlog, a process pool at once)."""
         job = entry.ctx.job
-        self.runtime.events.emit("claimed", job_id=job.id, attempt=job.attempt, worker=self.id,
-                                 detail={"task": job.task, "queue": job.queue})
+        started = job.started_at
+        waited = started - job.run_at if started is not None and started > job.run_at else 0.0
+        self.runtime.events.emit_job("claimed", job.id, job.attempt, self.id,
+                                     {"task": job.task, "queue": job.queue, "waited": waited})
 
     def _settle(self, entry: Running, outcome: Outcome | None) -> None:
-        self.timeouts.cancel(entry)
+        if entry.extra:  # an armed timeout is kept there (most jobs have none: no call)
+            self.timeouts.cancel(entry)
         if outcome is None:
             ctx = entry.ctx
             if ctx.completed_in_transaction:

@@ -1,4 +1,4 @@
-"""The web dashboard (extra ``tether[dashboard]``): server-rendered pages over the store
+"""The web dashboard (the ``dashboard`` extra): server-rendered pages over the store
 contract, so it works on every store; see docs/dashboard.md.
 
 ``create_app`` is imported on first use, so importing this package needs no web stack.

@@ -4,8 +4,10 @@
   (``Authorization: Bearer T``, or ``?token=T`` once, which sets a cookie so links keep working)
   or HTTP basic auth. Compared in constant time.
 * CSRF: every action is a POST carrying a per-browser random token that must equal the value
-  of a ``SameSite=Strict`` cookie (double-submit). A page on another origin can neither read the
-  cookie nor make the browser send it, so it cannot forge an action. Requests whose ``Origin``
+  of a ``SameSite=Strict`` cookie (double-submit); the JSON API takes it in an
+  ``X-CSRF-Token`` header as well (``GET /api/csrf`` hands it out with the cookie). A page on
+  another origin can neither read the cookie nor make the browser send it, nor read the API's
+  answers, so it cannot forge an action. Requests whose ``Origin``
   names another host are refused as well.
 """
 
@@ -23,6 +25,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 CSRF_COOKIE = "tether_csrf"
 TOKEN_COOKIE = "tether_token"
+#: The JSON API's POSTs may carry the CSRF token in this header instead of a form field.
+CSRF_HEADER = "x-csrf-token"
 
 
 def same(a: str, b: str) -> bool:
@@ -93,9 +97,8 @@ async def check_post(request: Request) -> str | None:
     origin = request.headers.get("origin")
     if origin and origin != "null" and urlsplit(origin).netloc != request.url.netloc:
         return "cross-origin request refused"
-    form = await request.form()
     cookie = request.cookies.get(CSRF_COOKIE, "")
-    given = str(form.get("csrf", ""))
+    given = request.headers.get(CSRF_HEADER) or str((await request.form()).get("csrf", ""))
     if not cookie or not given or not same(cookie, given):
         return "missing or wrong CSRF token: reload the page and try again"
     return None

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tether._errors import ConfigError
+from tether._install import install_hint
 from tether.stores import _contract
 from tether.stores._contract import *  # noqa: F403 - the contract, re-exported whole
 from tether.stores._contract import Store
@@ -46,8 +47,8 @@ def open_store(url: str, **options: Any) -> Store:
             from tether.stores._postgres.store import PostgresStore
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ConfigError(
-                f"{redact(url)!r} needs the PostgreSQL driver: "
-                f"pip install 'tether[postgres]' ({exc})"
+                f"{redact(url)!r} needs the PostgreSQL driver, {install_hint('postgres')} "
+                f"({exc})"
             ) from exc
         return PostgresStore(url, **options)
     if scheme in ("redis", "rediss"):
@@ -55,7 +56,7 @@ def open_store(url: str, **options: Any) -> Store:
             from tether.stores._redis.store import RedisStore
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ConfigError(
-                f"{redact(url)!r} needs the Redis client: pip install 'tether[redis]' ({exc})"
+                f"{redact(url)!r} needs the Redis client, {install_hint('redis')} ({exc})"
             ) from exc
         return RedisStore(url, **options)
     if scheme in ("tether", "tethers"):
@@ -63,7 +64,7 @@ def open_store(url: str, **options: Any) -> Store:
             from tether.stores._remote.store import RemoteStore
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ConfigError(
-                f"{redact(url)!r} needs the gRPC client: pip install 'tether[server]' ({exc})"
+                f"{redact(url)!r} needs the gRPC client, {install_hint('server')} ({exc})"
             ) from exc
         return RemoteStore(url, **options)
     if scheme == "memory":

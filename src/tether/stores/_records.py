@@ -8,7 +8,7 @@ checkpoints and progress are JSON *text* here; only the decoded views on :class:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -73,6 +73,11 @@ class Lease:
     attempt: int
     owner: str
     token: str = ""
+
+
+_SET_LEASE_JOB_ID, _SET_LEASE_ATTEMPT, _SET_LEASE_OWNER, _SET_LEASE_TOKEN = (
+    getattr(Lease, name).__set__ for name in ("job_id", "attempt", "owner", "token"))
+_new = object.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,27 +157,44 @@ class JobRecord:
     @property
     def lease(self) -> Lease:
         """The fence token of the current claim; only meaningful while ``running``."""
-        if self.locked_by is None:
+        owner = self.locked_by
+        if owner is None:
             raise ValueError(f"job {self.id} is {self.status}, it holds no lease")
-        return Lease(self.id, self.attempt, self.locked_by, self.lease_token or "")
+        # Lease(...) without the frozen __init__ (an object.__setattr__ call per field): the
+        # worker reads one per claimed job.
+        lease: Lease = _new(Lease)
+        _SET_LEASE_JOB_ID(lease, self.id)
+        _SET_LEASE_ATTEMPT(lease, self.attempt)
+        _SET_LEASE_OWNER(lease, owner)
+        _SET_LEASE_TOKEN(lease, self.lease_token or "")
+        return lease
 
 
 #: The slot setters of Job, in field order (see :func:`job_of`).
 _JOB_SETTERS = tuple(getattr(JobRecord, f.name).__set__ for f in fields(JobRecord))
-_new = object.__new__
 
 
-def job_of(values: Sequence[Any]) -> JobRecord:
-    """``Job(*values)`` for a full row (every field, in order), built without the frozen
-    dataclass ``__init__``: that sets each of the 28 fields through ``object.__setattr__``,
-    and a claim builds one Job per job on the worker's hot path. Same object, equal to
-    ``Job(*values)``; a row of the wrong length is refused as ``Job(*values)`` would."""
-    if len(values) != len(_JOB_SETTERS):
-        return JobRecord(*values)  # raises the usual TypeError
-    job: JobRecord = _new(JobRecord)
-    for set_field, value in zip(_JOB_SETTERS, values, strict=True):
-        set_field(job, value)
-    return job
+def _unrolled_job_of() -> Callable[[Sequence[Any]], JobRecord]:
+    """:func:`job_of`'s body, one setter call per field written out (generated, as dataclasses
+    generates ``__init__``): a loop over ``zip`` costs a third more per job."""
+    lines = [f"    _set{i}(job, values[{i}])" for i in range(len(_JOB_SETTERS))]
+    source = ("def job_of(values):\n"
+              f"    if len(values) != {len(_JOB_SETTERS)}:\n"
+              "        return JobRecord(*values)  # raises the usual TypeError\n"
+              "    job = _new(JobRecord)\n" + "\n".join(lines) + "\n    return job\n")
+    scope: dict[str, Any] = {"JobRecord": JobRecord, "_new": _new}
+    scope.update({f"_set{i}": setter for i, setter in enumerate(_JOB_SETTERS)})
+    exec(source, scope)  # our own text, built from the dataclass's fields
+    built: Callable[[Sequence[Any]], JobRecord] = scope["job_of"]
+    return built
+
+
+#: ``Job(*values)`` for a full row (every field, in order), built without the frozen
+#: dataclass ``__init__``: that sets each of the 28 fields through ``object.__setattr__``, and
+#: a claim builds one Job per job on the worker's hot path. Same object, equal to
+#: ``Job(*values)``; a row of the wrong length is refused as ``Job(*values)`` would.
+job_of = _unrolled_job_of()
+job_of.__module__ = __name__
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +238,24 @@ class Outcome:
     reason: FailureReason | None = None
     retry_delay: float = 0.0
 
+
+
+_SET_OUTCOME = tuple(getattr(Outcome, f.name).__set__ for f in fields(Outcome))
+
+
+def done_outcome(lease: Lease, result: str = "null") -> Outcome:
+    """``Outcome(lease, "done", result=result)``, built without the frozen dataclass
+    ``__init__`` (six ``object.__setattr__`` calls): every job that succeeds builds one on
+    the worker's hot path. Same object, equal to the one ``__init__`` builds."""
+    outcome: Outcome = _new(Outcome)
+    set_lease, set_kind, set_result, set_error, set_reason, set_delay = _SET_OUTCOME
+    set_lease(outcome, lease)
+    set_kind(outcome, "done")
+    set_result(outcome, result)
+    set_error(outcome, None)
+    set_reason(outcome, None)
+    set_delay(outcome, 0.0)
+    return outcome
 
 @dataclass(frozen=True, slots=True)
 class FlowLimit:

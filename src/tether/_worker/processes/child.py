@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 from tether import _clock as clock
 from tether import _parents
 from tether._appspec import load_runtime
-from tether._context import JobContext, bind, unbind
+from tether._context import JobContext, bind, follow_logs, unbind
 from tether._errors import (
     Interrupted,
     JobCancelled,
@@ -168,6 +168,7 @@ class ChildLoop:
 
     def serve(self) -> int:
         signal.signal(signal.SIGTERM, self._on_term)
+        follow_logs()  # records the handlers log carry their job
         while True:
             if not self.pending or self.retired is not None:
                 self._flush()

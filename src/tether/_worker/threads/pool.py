@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tether import _clock as clock
-from tether._context import bind, unbind
+from tether._context import bind, follow_logs, unbind
 from tether._task import Task
 from tether._worker.completer import Completer
 from tether._worker.outcome import decide, describe
@@ -54,6 +54,7 @@ class ThreadPool:
         claim_ahead: int,
     ) -> None:
         """``claim_ahead``: most jobs claimed beyond the free slots (0: none)."""
+        follow_logs()  # records the handlers log carry their job
         self.registry = registry
         self._settle = settle
         self._on_claimed = on_claimed

@@ -8,14 +8,15 @@
 -- lock, answers a replay, counts, chooses and grants (its statements say why each is shaped
 -- so). Run in autocommit, this statement is its own transaction, so the lock is released by
 -- its commit (nothing outlives it: fine behind PgBouncer's transaction pooling). The function
--- returns whole job rows; they are spelled here like every claim's, in claim order.
-SELECT id, task, queue, payload, status, priority, extract(epoch FROM run_at)::float8,
-       attempt, max_attempts, failures, stall_count, max_stalls, interruptions, locked_by,
-       extract(epoch FROM lease_until)::float8, extract(epoch FROM created_at)::float8,
-       extract(epoch FROM started_at)::float8, extract(epoch FROM finished_at)::float8,
-       last_error, failure_reason, result, checkpoint, progress, unique_key,
-       cancel_requested, errors::text, lease_token, replace(uid::text, '-', ''), limit_key,
-       snoozes
+-- returns whole job rows; they are spelled here like every claim's (queries.sql, claim: the
+-- status, owner and token the claim decided are left out and filled in by lease.py, the times
+-- read with date_part), in claim order.
+SELECT id, task, queue, payload, priority, date_part('epoch', run_at), attempt, max_attempts,
+       failures, stall_count, max_stalls, interruptions, date_part('epoch', lease_until),
+       date_part('epoch', created_at), date_part('epoch', started_at),
+       date_part('epoch', finished_at), last_error, failure_reason, result, checkpoint,
+       progress, unique_key, cancel_requested, errors::text, replace(uid::text, '-', ''),
+       limit_key, snoozes
 FROM {schema}.flow_claim(
     %(key)s::bigint, %(now)s::float8, %(queues)s::text[], %(limit)s::integer,
     %(owner)s::text, %(ttl)s::float8, %(nonce)s::text, %(request)s::text,

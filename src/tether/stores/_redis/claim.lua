@@ -12,7 +12,9 @@
 -- with the same nonce returns the jobs of that record still running under its token and
 -- owner, and claims nothing more: the worker gets the jobs it holds, none is orphaned.
 -- ARGV: P, now|'', owner, limit, lease_ttl, nonce, rec_ttl_ms, queue...
--- Returns one HGETALL array per claimed job, in claim order.
+-- Returns the claimed jobs in claim order, in claim_row's flat shape (_lib.lua).
+-- Cost per job: one HMGET and one HSET (grant, _lib.lua); the index moves of the whole batch
+-- (pending zsets, status indexes, P:running) are one call per key, not two or three per job.
 local now, now_s = clock(ARGV[2])
 local owner, limit, ttl = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local nonce, rec_ttl = ARGV[6], ARGV[7]
@@ -42,32 +44,42 @@ end)
 local lease_until = now + ttl
 local lease_s = fmt(lease_until)
 local out, ids, missing = {}, {}, 0
+local unpend = {}  -- level key (queue \n prio) -> padded members leaving that pending zset
+local levels = {}  -- level key -> {queue, prio}
+local idx_out, idx_in, running = {}, {}, {}  -- queue -> ids; queue -> (id, id) pairs; pairs
 for n = 1, math.min(limit, #cands) do
   local c = cands[n]
   local id = string.format('%d', c[3])
-  local k = jk(id)
-  remove_pending(id, c[4], c[5])
+  local q = c[4]
+  local lk = q .. '\n' .. c[5]
+  levels[lk] = {q, c[5]}
+  push(unpend, lk, pad(id))
   -- A pending entry whose hash is gone (evicted, deleted by hand) or no longer pending is a
-  -- stray: HINCRBY/HSET below would make a half job of it that no reader decodes and the
-  -- reaper chokes on, wedging every claim and sweep. Drop the entry (and, for a missing
-  -- hash, its index entry), count the missing job in P:incidents, and go on with the others.
-  local st = redis.call('HGET', k, 'status')
-  if st ~= 'pending' then
-    if not st then
-      redis.call('ZREM', P .. ':idx:' .. c[4] .. ':pending', id)
-      missing = missing + 1
-    end
-  else
-    move_idx(id, c[4], 'pending', 'running')
-    redis.call('ZADD', P .. ':running', lease_until, id)
-    redis.call('HINCRBY', k, 'attempt', 1)
-    redis.call('HSET', k, 'status', 'running', 'locked_by', owner, 'lease_until', lease_s,
-      'started_at', now_s, 'cancel_requested', 0, 'lease_token', nonce .. ':' .. id,
-      'lease_owner', owner)
-    out[#out + 1] = redis.call('HGETALL', k)
+  -- stray: writing it would make a half job of it that no reader decodes and the reaper
+  -- chokes on, wedging every claim and sweep. Its pending entry goes (above) and, for a
+  -- missing hash, its index entry; the missing job is counted in P:incidents.
+  local st = grant(out, id, owner, lease_s, now_s, nonce)
+  if st == 'pending' then
+    push(idx_out, q, id)
+    push(idx_in, q, id, id)
+    running[#running + 1] = lease_until
+    running[#running + 1] = id
     ids[#ids + 1] = c[3]
+  elseif not st then
+    push(idx_out, q, id)
+    missing = missing + 1
   end
 end
+-- The index moves, one call per key (remove_pending's rule: an emptied level leaves prios).
+for lk, members in pairs(unpend) do
+  local q, prio = levels[lk][1], levels[lk][2]
+  local zk = P .. ':pending:' .. q .. ':' .. prio
+  bulk('ZREM', zk, members)
+  if redis.call('EXISTS', zk) == 0 then redis.call('ZREM', P .. ':prios:' .. q, prio) end
+end
+for q, l in pairs(idx_out) do bulk('ZREM', P .. ':idx:' .. q .. ':pending', l) end
+for q, l in pairs(idx_in) do bulk('ZADD', P .. ':idx:' .. q .. ':running', l) end
+if #running > 0 then bulk('ZADD', P .. ':running', running) end
 if missing > 0 then redis.call('HINCRBY', P .. ':incidents', 'missing_jobs', missing) end
 -- Only a claim that granted something is recorded: a replay of an empty claim may claim
 -- afresh (the contract; nothing was orphaned). Idle workers claim empty on every wake-up and

@@ -24,7 +24,7 @@
 -- Replays: exactly claim.lua's (P:req:claim:<nonce>); a replay records no start.
 -- ARGV: P, now|'', owner, limit, lease_ttl, nonce, rec_ttl_ms, scan, nflow, then nflow times
 --   (scope, name, concurrency|'', rate|'', per, per_key '0'|'1'), then queue...
--- Returns one HGETALL array per claimed job, in claim order.
+-- Returns the claimed jobs in claim order, in claim_row's flat shape (_lib.lua).
 local now, now_s = clock(ARGV[2])
 local owner, limit, ttl = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
 local nonce, rec_ttl, scan = ARGV[6], ARGV[7], tonumber(ARGV[8])
@@ -222,7 +222,6 @@ for _, c in ipairs(cands) do
   local task, q, key = c[7], c[5], c[8]
   if fits(task, q, key, taken) then
     local id = string.format('%d', c[4])
-    local k = jk(id)
     take(task, q, key, taken)
     for _, l in ipairs(flows) do
       if l.rate and applies(l, task, q) then
@@ -233,15 +232,11 @@ for _, c in ipairs(cands) do
         windows[g].ids[id] = true
       end
     end
-    -- the same grant as claim.lua
+    -- the same grant as claim.lua (the walk saw the hash pending, in this same script)
     remove_pending(id, q, c[6])
     move_idx(id, q, 'pending', 'running')
     redis.call('ZADD', P .. ':running', lease_until, id)
-    redis.call('HINCRBY', k, 'attempt', 1)
-    redis.call('HSET', k, 'status', 'running', 'locked_by', owner, 'lease_until', lease_s,
-      'started_at', now_s, 'cancel_requested', 0, 'lease_token', nonce .. ':' .. id,
-      'lease_owner', owner)
-    out[#out + 1] = redis.call('HGETALL', k)
+    grant(out, id, owner, lease_s, now_s, nonce)
     ids[#ids + 1] = c[4]
   end
 end

@@ -95,7 +95,7 @@ class RedisLeases:
                 nonce, record_ms, *wanted,
             )  # fmt: skip
         self._marks.seq = mark
-        return [codec.job_from_flat(row) for row in rows]
+        return codec.claimed_jobs(rows, owner, nonce)
 
     def heartbeat(
         self,

@@ -9,6 +9,7 @@ job, never a raw ``KeyError``/``ValueError`` from here.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
@@ -26,7 +27,6 @@ from tether.stores._contract import (
 )
 
 ENQUEUE_FIELDS = 14
-FINISH_FIELDS = 11
 
 
 def now_arg(now: float | None) -> str:
@@ -107,9 +107,10 @@ def lease_args(leases: Iterable[Lease]) -> list[str]:
 
 
 def finish_args(outcomes: Sequence[Outcome]) -> list[str]:
-    args: list[str] = []
-    for o in outcomes:
-        args += [
+    """finish.lua's outcomes: one JSON array of 11 strings per outcome (why one argument:
+    finish.lua). ensure_ascii=False: the text crosses as UTF-8, decoded to the same bytes."""
+    rows = [
+        [
             str(int(o.lease.job_id)),
             str(int(o.lease.attempt)),
             o.lease.owner,
@@ -122,7 +123,79 @@ def finish_args(outcomes: Sequence[Outcome]) -> list[str]:
             "" if not o.reason else clean_error(o.reason, 200),
             num(o.retry_delay),
         ]
-    return args
+        for o in outcomes
+    ]
+    return [json.dumps(rows, ensure_ascii=False, separators=(",", ":"))]
+
+
+#: claim_row's shape (_lib.lua): values per claimed job in the claim's flat reply.
+CLAIM_ROW = 27
+
+
+def _f(value: str | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def claimed_jobs(flat: Sequence[Any], owner: str, nonce: str) -> list[JobRecord]:
+    """claim.lua's (and claim_flow.lua's) reply: CLAIM_ROW values per job, in claim_row's
+    order (_lib.lua), decoded by position. status, locked_by and lease_token are not sent:
+    the claim wrote them (running, ``owner``, ``<nonce>:<id>``), and a replay returns only
+    jobs whose hash still says exactly that."""
+    if len(flat) % CLAIM_ROW:
+        raise StoreError(
+            f"redis claim reply of {len(flat)} values is not whole rows; "
+            "the server runs another tether's scripts"
+        )
+    jobs: list[JobRecord] = []
+    for at in range(0, len(flat), CLAIM_ROW):
+        r = flat[at : at + CLAIM_ROW]
+        try:
+            jobs.append(_claimed(r, owner, nonce))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise StoreError(
+                f"redis job hash {r[3]!r} does not decode ({type(exc).__name__}: {exc}); it "
+                "was not written by this tether"
+            ) from exc
+    return jobs
+
+
+def _claimed(r: Sequence[Any], owner: str, nonce: str) -> JobRecord:
+    (lease_until, started_at, cancel, id_, task, queue, payload, priority, run_at, attempt,
+     max_attempts, failures, stall_count, max_stalls, interruptions, created_at, finished_at,
+     last_error, failure_reason, result, checkpoint, progress, unique_key, errors, uid,
+     limit_key, snoozes) = r  # fmt: skip
+    return JobRecord(
+        id=int(id_),
+        task=task,
+        queue=queue,
+        payload=payload,
+        status="running",
+        priority=int(priority),
+        run_at=float(run_at),
+        attempt=int(attempt),
+        max_attempts=int(max_attempts),
+        failures=int(failures),
+        stall_count=int(stall_count),
+        max_stalls=int(max_stalls),
+        interruptions=int(interruptions),
+        locked_by=owner,
+        lease_until=_f(lease_until),
+        created_at=float(created_at),
+        started_at=_f(started_at),
+        finished_at=_f(finished_at),
+        last_error=last_error,
+        failure_reason=failure_reason,
+        result=result,
+        checkpoint=checkpoint,
+        progress=progress,
+        unique_key=unique_key,
+        cancel_requested=cancel == "1",
+        errors="[]" if errors is None else errors,
+        lease_token=f"{nonce}:{id_}",
+        uid=uid or legacy_uid({"id": id_, "created_at": created_at or ""}),
+        limit_key=limit_key,
+        snoozes=0 if snoozes is None else int(snoozes),
+    )
 
 
 def _opt_float(d: dict[str, str], key: str) -> float | None:

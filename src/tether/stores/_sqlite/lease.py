@@ -14,7 +14,8 @@ Invariants (the contract's 1 and 2, kept the SQLite way):
   again after the file was lost and recreated.
 * **A claim or finish repeated after its reply was lost acts once**: a claim with a
   ``request_id`` is recorded in the ``requests`` table in its transaction and a repeat is
-  answered from it; a ``finish`` recognises its applied outcome by the token the row keeps.
+  answered from it; a ``finish`` recognises its applied outcome by the token the row keeps
+  and the owner it records (``outcome_owner``): another owner's copy of the token is no replay.
 """
 
 from __future__ import annotations
@@ -37,18 +38,44 @@ from tether.stores._contract import (
     Outcome,
     WorkerInfo,
 )
-from tether.stores._sqlite.connection import Connections, guarded
+from tether.stores._sqlite import signal_stamp
+from tether.stores._sqlite.connection import Connections, Undecodable, fetch_strict, guarded
 from tether.stores._sqlite.flow import flow_claim
-from tether.stores._sqlite.links import resolve
-from tether.stores._sqlite.rows import FinishPlan, Q, checked_request_id, job_from_row, store_now
+from tether.stores._sqlite.links import any_link, resolve
+from tether.stores._sqlite.rows import (
+    FinishPlan,
+    Q,
+    checked_request_id,
+    claimed_jobs,
+    job_from_row,
+    store_now,
+)
 
 _WAIT_POLL = 0.01
-#: How often wait_for_signal looks at the data version: it runs on every worker all the time
-#: (wait_for_jobs only while idle), and each foreign commit it sees costs a read (~70 us
-#: under load), so less often than wait_for_jobs; still far below the heartbeat's interval.
+#: How often wait_for_signal looks at the signal stamp (one stat; without a stamp file the
+#: data version, where each foreign commit seen costs a read): it runs on every worker all
+#: the time, so less often than wait_for_jobs; still far below the heartbeat's interval.
 _SIGNAL_POLL = 0.05
 #: How long wait_for_signal pauses after a failed read (the heartbeat says what is wrong).
 _SIGNAL_RETRY = 0.5
+
+
+class _Turned(Exception):
+    """A finish batch in which some outcome did not apply (see SQLiteLeases.finish)."""
+
+
+def _resolve_ended(conn: sqlite3.Connection, plan: FinishPlan, accepted: set[int],
+                   now: float) -> bool:
+    """Resolve, in the finish's transaction, the links of the jobs that the applied outcomes
+    ended and that have children; True when a child was released. A file without any link
+    (no workflows) pays one probe of job_links' first page per finish."""
+    if not accepted or not any_link(conn):
+        return False
+    ended = conn.execute(Q["finish_ended"], {"ids": plan.ids(sorted(accepted))}).fetchall()
+    if not ended:
+        return False
+    released, _ = resolve(conn, [[row[0], row[1]] for row in ended], now)
+    return released
 
 
 class SQLiteLeases:
@@ -60,8 +87,9 @@ class SQLiteLeases:
     _seen: threading.local
     #: wait_for_signal's per owner state: the data version, cancel-requested job ids and
     #: paused queues it last saw.
-    _signal_seen: dict[str, tuple[tuple[int, int], frozenset[int], frozenset[str]]]
+    _signal_seen: dict[str, tuple[tuple[int, ...], frozenset[int], frozenset[str]]]
     _signal_gen: int  # bumped by cancels and pauses through this store
+    _stamp: str | None  # the signal stamp file (signal_stamp.py), None without a directory
 
     if TYPE_CHECKING:
         def _announce_finished(self) -> None: ...  # SQLiteProducer's
@@ -95,27 +123,55 @@ class SQLiteLeases:
             "now": now,
         }
         request = {"kind": "claim", "request_id": request_id, "reply": "", "now": now}
+        try:
+            t, rows, granted = self._claim_write(params, request, now, queues, flow, strict=True)
+        except Undecodable:  # a row's text is not UTF-8: undone, and read with replacement
+            t, rows, granted = self._claim_write(params, request, now, queues, flow, strict=False)
+        if len(rows) + len(granted) < limit:
+            # The claimer may wait next: remember what it has seen, so a commit that lands
+            # between this claim and wait_for_jobs still wakes it.
+            self._seen.version = self._db.data_version()
+        if granted:
+            return claimed_jobs(granted, owner, t, t + lease_ttl, nonce)
+        jobs = [job_from_row(row) for row in rows]
+        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
+        return jobs
+
+    def _claim_write(
+        self,
+        params: dict[str, Any],
+        request: dict[str, Any],
+        now: float | None,
+        queues: Sequence[str],
+        flow: Sequence[FlowLimit],
+        *,
+        strict: bool,
+    ) -> tuple[float, list[Any], list[Any]]:
+        """The claim's transaction: (store time, full rows of a replay or a limited claim,
+        slim rows of a plain claim). ``strict``: the plain claim's rows are decoded by
+        :func:`fetch_strict` (raises Undecodable, after which this transaction is undone)."""
+        granted: list[Any] = []
         with self._db.write() as conn:
-            params["now"] = request["now"] = store_now(conn, now)
-            if request_id is not None and conn.execute(Q["request_find"], request).fetchone():
+            t = params["now"] = request["now"] = store_now(conn, now)
+            if request["request_id"] is not None and conn.execute(
+                Q["request_find"], request
+            ).fetchone():
                 rows = conn.execute(Q["claim_replayed"], params).fetchall()
             else:
                 if flow:
                     rows = flow_claim(conn, flow, list(dict.fromkeys(queues)), params)
                 else:
-                    rows = conn.execute(Q["claim"], params).fetchall()
+                    rows = []
+                    if strict:
+                        granted = fetch_strict(conn, Q["claim"], params)
+                    else:
+                        granted = conn.execute(Q["claim"], params).fetchall()
                 # Only a claim that granted something needs its record: a replay of an empty
                 # claim may claim afresh (nothing was orphaned). Idle workers claim empty all
                 # the time, and every written row lengthens the write lock's hold.
-                if request_id is not None and rows:
+                if request["request_id"] is not None and (rows or granted):
                     conn.execute(Q["request_insert"], request)
-        if len(rows) < limit:
-            # The claimer may wait next: remember what it has seen, so a commit that lands
-            # between this claim and wait_for_jobs still wakes it.
-            self._seen.version = self._db.data_version()
-        jobs = [job_from_row(row) for row in rows]
-        jobs.sort(key=lambda j: (j.priority, j.run_at, j.id))
-        return jobs
+        return t, rows, granted
 
     @guarded
     def heartbeat(
@@ -148,23 +204,37 @@ class SQLiteLeases:
         if not outcomes:
             return []
         plan = FinishPlan(outcomes)
-        accepted: set[tuple[int, int]] = set()
-        ended: list[list[Any]] = []
-        released = False
-        with self._db.write() as conn:
-            t = store_now(conn, now)
-            for i, batch in enumerate(plan.rounds):
-                for row in conn.execute(Q["finish"], {"outcomes": batch, "now": t}):
-                    accepted.add((i, row[0]))
-                    if row[1] is not None:
-                        ended.append([row[0], row[1]])
-            if ended:
-                released, _ = resolve(conn, ended, t)
-        replayed: set[tuple[int, int, str, str]] = set()
+        try:
+            with self._db.write() as conn:
+                t = store_now(conn, now)
+                cur = conn.cursor()
+                done, other = plan.split(t)
+                applied = 0
+                if done:
+                    applied += cur.executemany(Q["finish_done"], done).rowcount
+                if other:
+                    applied += cur.executemany(Q["finish"], other).rowcount
+                if applied != len(plan.sent):
+                    raise _Turned()  # rolls back: done again outcome by outcome, below
+                accepted = set(range(len(plan.sent)))
+                released = _resolve_ended(conn, plan, accepted, t)
+        except _Turned:
+            # Some outcome was turned down (rare: a lost lease, a replay, or two outcomes for
+            # one job): executemany only tells how many rows changed in all, so the batch is
+            # run again, one outcome at a time, to learn which ones apply.
+            accepted = set()
+            with self._db.write() as conn:
+                t = store_now(conn, now)
+                cur = conn.cursor()
+                for i, params in enumerate(plan.bound(t)):
+                    if cur.execute(Q["finish"], params).rowcount == 1:
+                        accepted.add(i)
+                released = _resolve_ended(conn, plan, accepted, t)
+        replayed: set[tuple[int, int, str, str, str]] = set()
         maybe = plan.unapplied(accepted)
         if maybe is not None:  # rare: a stale outcome, or a replay; a plain read, no lock
             rows = self._db.get().execute(Q["finish_replayed"], {"leases": maybe})
-            replayed = {(row[0], row[1], row[2], row[3]) for row in rows}
+            replayed = {(row[0], row[1], row[2], row[3], row[4]) for row in rows}
         if released or (accepted and any(o.kind in ("error", "released", "stalled", "snoozed")
                                          for o in outcomes)):
             self.notify(())
@@ -253,12 +323,12 @@ class SQLiteLeases:
             self._seen.version = current
 
     def wait_for_signal(self, owner: str, timeout: float) -> bool:
-        """SQLite has no messages: poll ``PRAGMA data_version`` every 50 ms (wait_for_jobs: 10
-        ms), and when another connection committed since this owner last looked, read its
-        cancel-requested running jobs and the paused set. A signal is a job or a paused queue
-        not seen before (by this store, for this owner); a resume is not one (it wakes the
-        queue's waiters itself). The first call for an owner takes the baseline and returns
-        True."""
+        """SQLite has no messages: poll the signal stamp (signal_stamp.py: one ``stat``; a
+        database without a directory: ``PRAGMA data_version``) every 50 ms, and when it moved
+        since this owner last looked, read its cancel-requested running jobs and the paused
+        set. A signal is a job or a paused queue not seen before (by this store, for this
+        owner); a resume is not one (it wakes the queue's waiters itself). The first call for
+        an owner takes the baseline and returns True."""
         deadline = clock.monotonic() + max(0.0, timeout)
         try:
             seen = self._signal_seen.get(owner)
@@ -284,15 +354,24 @@ class SQLiteLeases:
                 self._wake.wait(min(_SIGNAL_RETRY, max(0.0, deadline - clock.monotonic())))
             return True
 
-    def _signal_version(self) -> tuple[int, int]:
-        """What moves when a signal may have come: another connection's commit, or a cancel
-        or pause through this store (its own connection's commits do not move data_version)."""
+    def _signal_version(self) -> tuple[int, ...]:
+        """What moves when a signal may have come: the signal stamp (a cancel or pause by any
+        process), or without one another connection's commit; and a cancel or pause through
+        this store (its own connection's commits do not move data_version)."""
         with self._wake:
             local = self._signal_gen
+        if self._stamp is not None:
+            # No read, but the store's checks: a closed store or a replaced file raises here
+            # as the data version's read would (the caller's retry path, or StoreGone).
+            self._db.get()
+            return (*signal_stamp.read(self._stamp), local)
         return self._db.data_version(), local
 
     def signal_local(self) -> None:
-        """A cancel or pause through this store: its own waiters look now."""
+        """A cancel or pause through this store, committed: every process's waiters look now
+        (the stamp), this store's own at once."""
+        if self._stamp is not None:
+            signal_stamp.bump(self._stamp)
         with self._wake:
             self._signal_gen += 1
             self._wake.notify_all()

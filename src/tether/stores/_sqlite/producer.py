@@ -60,6 +60,8 @@ class SQLiteProducer:
         if not jobs:
             return []
         parents = BatchParents.of(jobs)
+        if parents is None and len(jobs) > 1 and all(job.unique_key is None for job in jobs):
+            return self._enqueue_plain(jobs, now, request_id)
         rows = [
             {
                 "task": job.task,
@@ -104,6 +106,36 @@ class SQLiteProducer:
                     ids.append(int(cur.lastrowid or 0))
                 if parents is not None:
                     parents.link(cur)
+                if request_id is not None:
+                    request["reply"] = json.dumps(ids)
+                    cur.execute(Q["request_insert"], request)
+        if replay is not None:
+            return [int(i) for i in json.loads(replay[0])]
+        self.notify(tuple({job.queue for job in jobs}))
+        return ids
+
+    def _enqueue_plain(
+        self, jobs: Sequence[NewJob], now: float | None, request_id: str | None
+    ) -> list[int]:
+        """A batch without unique keys or parents: one executemany (enqueue_insert_many), the
+        ids read back as the consecutive run that ends at the last one inserted."""
+        params = [
+            (job.task, job.queue, job.payload, job.priority, job.run_at, job.delay,
+             job.max_attempts, job.max_stalls, job.limit_key)
+            for job in jobs
+        ]
+        request = {"kind": "enqueue", "request_id": request_id, "reply": "", "now": now}
+        replay = None
+        with self._db.write() as conn:
+            t = request["now"] = store_now(conn, now)
+            cur = conn.cursor()
+            if request_id is not None:
+                replay = cur.execute(Q["request_find"], request).fetchone()
+            if replay is None:
+                tail = (t,)
+                cur.executemany(Q["enqueue_insert_many"], [p + tail for p in params])
+                last = int(cur.execute(Q["last_insert_id"]).fetchone()[0])
+                ids = list(range(last - len(params) + 1, last + 1))
                 if request_id is not None:
                     request["reply"] = json.dumps(ids)
                     cur.execute(Q["request_insert"], request)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from tether._limits import check_json_text, check_text
@@ -14,7 +15,7 @@ from tether.stores import _queries as queries
 from tether.stores._contract import JobRecord, Lease, Outcome
 from tether.stores._records import job_of
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 Q = queries.load("tether.stores._sqlite", "queries.sql")
 #: The operations' statements (issue #11): search, purge, pause, dead workers, the leader.
 OPS = queries.load("tether.stores._sqlite", "ops.sql")
@@ -60,6 +61,27 @@ def job_from_row(row: Sequence[Any]) -> JobRecord:
     return job_of((*row[:24], row[24] == 1, *row[25:]))
 
 
+#: The claim's RETURNING is in JobRecord's order with six fields left out (queries.sql, claim);
+#: sorted on (priority, run_at, id) before they are made into jobs.
+_CLAIM_ORDER = itemgetter(4, 5, 0)
+
+
+def claimed_jobs(rows: list[Any], owner: str, now: float, lease_until: float,
+                 nonce: str) -> list[JobRecord]:
+    """The jobs of a plain claim, in claim order, from its slim RETURNING rows: the six fields
+    the claim itself set are filled in here with the values the statement wrote (status
+    running, this owner, ``now + lease_ttl``, ``now``, no cancel request, ``nonce:id``),
+    so each job equals what ``get_job`` reads back (issue #23: SQLite copied 30 columns per
+    job, Python converted them)."""
+    rows.sort(key=_CLAIM_ORDER)
+    return [
+        job_of((r[0], r[1], r[2], r[3], "running", r[4], r[5], r[6], r[7], r[8], r[9], r[10],
+                r[11], owner, lease_until, r[12], now, r[13], r[14], r[15], r[16], r[17], r[18],
+                r[19], False, r[20], f"{nonce}:{r[0]}", r[21], r[22], r[23]))
+        for r in rows
+    ]
+
+
 def _error_text(o: Outcome) -> str | None:
     """The outcome's cleaned error text; a snooze is always on record (``"snoozed"``)."""
     error = clean_optional(o.error)
@@ -69,10 +91,11 @@ def _error_text(o: Outcome) -> str | None:
 class FinishPlan:
     """One ``finish`` call made ready before its transaction (no work inside the write lock).
 
-    ``rounds``: JSON batches for the ``finish`` statement, each with distinct job ids. Within a
-    round a returned id names exactly one outcome; a second, *different* outcome for the same
-    job runs in a later round of the same transaction and is fenced on its own (a stale outcome
-    before the valid one does not hide it). The exact same outcome (same lease, same kind)
+    ``sent``: the parameters of the ``finish`` statement (queries.sql) for each distinct
+    outcome, in the order given, without the store time (:meth:`bound` appends it). Run in
+    that order, one outcome after the other, a stale outcome for a job does not hide a valid
+    one after it, and a second, *different* outcome for a job whose first one applied finds
+    it no longer running and is turned down. The exact same outcome (same lease, same kind)
     twice is sent once and reported like its first copy.
     """
 
@@ -81,62 +104,64 @@ class FinishPlan:
             if o.result is not None:
                 check_json_text(o.result, "result")
         self.outcomes = outcomes
-        #: Per outcome: (round, job id) of the copy that is sent.
-        self.slots: list[tuple[int, int]] = []
-        rounds: list[list[list[Any]]] = []
-        seen: list[set[int]] = []
+        #: Per outcome: the index in ``sent`` of the copy that is sent.
+        self.slots: list[int] = []
+        self.sent: list[tuple[Any, ...]] = []
         # Keyed by the lease's fields, not the Lease: a tuple of builtins hashes in C, the
         # dataclass's __hash__ is a Python call per outcome.
-        sent: dict[tuple[int, int, str, str, str], tuple[int, int]] = {}
+        index: dict[tuple[int, int, str, str, str], int] = {}
         for o in outcomes:
             lease = o.lease
             key = (lease.job_id, lease.attempt, lease.owner, lease.token, o.kind)
-            if key in sent:
-                self.slots.append(sent[key])
-                continue
-            i = 0
-            while i < len(rounds) and lease.job_id in seen[i]:
-                i += 1
-            if i == len(rounds):
-                rounds.append([])
-                seen.append(set())
-            rounds[i].append(
-                [
-                    lease.job_id,
-                    lease.attempt,
-                    lease.owner,
-                    lease.token,
-                    o.kind,
-                    o.result,
-                    _error_text(o),
-                    o.reason or _DEFAULT_REASON[o.kind],
-                    float(o.retry_delay),
-                ]
-            )
-            seen[i].add(lease.job_id)
-            sent[key] = (i, lease.job_id)
-            self.slots.append(sent[key])
-        self.rounds = [json.dumps(batch) for batch in rounds]
+            slot = index.get(key)
+            if slot is None:
+                slot = index[key] = len(self.sent)
+                self.sent.append((lease.job_id, lease.attempt, lease.owner, lease.token,
+                                  o.kind, o.result, _error_text(o),
+                                  o.reason or _DEFAULT_REASON[o.kind], float(o.retry_delay)))
+            self.slots.append(slot)
 
-    def unapplied(self, accepted: set[tuple[int, int]]) -> str | None:
-        """JSON [id, attempt, token, kind] of the turned-down outcomes that may be replays of
-        an outcome this lease already applied (none of this call's outcomes for that job was
-        applied now: a second, different outcome next to an applied one stays rejected)."""
-        applied_jobs = {job_id for _, job_id in accepted}
+    def bound(self, now: float) -> list[tuple[Any, ...]]:
+        """``sent`` with the store time appended (parameter 10), once it is known."""
+        tail = (now,)
+        return [params + tail for params in self.sent]
+
+    def split(self, now: float) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """:meth:`bound`, the done outcomes apart (their own, leaner statement). The order
+        between the two lists only matters for two outcomes of one job, and then not both
+        can apply: the caller runs the batch again in order (see SQLiteLeases.finish)."""
+        tail = (now,)
+        done: list[tuple[Any, ...]] = []
+        other: list[tuple[Any, ...]] = []
+        for params in self.sent:
+            (done if params[4] == "done" else other).append(params + tail)
+        return done, other
+
+    def ids(self, applied: Sequence[int]) -> str:
+        """JSON of the job ids of the sent outcomes ``applied`` (indexes in ``sent``)."""
+        return json.dumps([self.sent[i][0] for i in applied])
+
+    def unapplied(self, accepted: set[int]) -> str | None:
+        """JSON [id, attempt, owner, token, kind] of the turned-down outcomes that may be
+        replays of an outcome this lease already applied (none of this call's outcomes for
+        that job was applied now: a second, different outcome next to an applied one stays
+        rejected)."""
+        applied_jobs = {self.sent[i][0] for i in accepted}
         maybe = [
-            [o.lease.job_id, o.lease.attempt, o.lease.token, o.kind]
+            [o.lease.job_id, o.lease.attempt, o.lease.owner, o.lease.token, o.kind]
             for o, slot in zip(self.outcomes, self.slots, strict=True)
             if slot not in accepted and o.lease.job_id not in applied_jobs and o.lease.token
         ]
         return json.dumps(maybe) if maybe else None
 
     def rejected(
-        self, accepted: set[tuple[int, int]], replayed: set[tuple[int, int, str, str]]
+        self, accepted: set[int], replayed: set[tuple[int, int, str, str, str]]
     ) -> list[Lease]:
         """The leases of outcomes neither applied now nor recognised as applied before."""
         return [
             o.lease
             for o, slot in zip(self.outcomes, self.slots, strict=True)
             if slot not in accepted
-            and (o.lease.job_id, o.lease.attempt, o.lease.token, o.kind) not in replayed
+            and (o.lease.job_id, o.lease.attempt, o.lease.owner, o.lease.token, o.kind)
+            not in replayed
         ]

@@ -27,7 +27,9 @@ closing, the clock, the declared capabilities).
 
 All SQL lives in ``queries.sql``, ``ops.sql``, ``aio.sql``, ``schedules.sql``, ``flow.sql``,
 ``links.sql`` and ``schema*.sql``; batches are bound as one JSON parameter and expanded by
-``json_each``, so every statement text is fixed and prepared once per connection. Input is
+``json_each``, except the finish, whose one-outcome statement runs through ``executemany``
+(the worker's hot path: no JSON to unpack per outcome), so every statement text is fixed and
+prepared once per connection. Input is
 checked by :mod:`tether._limits` before any write (a batch is all or nothing); error text goes
 through :func:`tether._text.clean_error`. Requires SQLite >= 3.35 (``RETURNING``, ``UPDATE ...
 FROM``).
@@ -48,6 +50,7 @@ from tether.stores._sqlite.producer import SQLiteProducer
 from tether.stores._sqlite.rows import SCHEMA_VERSION, store_now
 from tether.stores._sqlite.schedules import SQLiteSchedules
 from tether.stores._sqlite.schema import SQLiteSchema
+from tether.stores._sqlite.signal_stamp import stamp_path
 from tether.stores._sqlite.url import check_folder, parse_url
 
 
@@ -78,8 +81,9 @@ class SQLiteStore(SQLiteSchema, SQLiteProducer, SQLiteLeases, SQLiteMaintenance,
         self._wake = threading.Condition()
         self._wake_gen = 0
         self._seen = threading.local()
-        self._signal_seen: dict[str, tuple[tuple[int, int], frozenset[int], frozenset[str]]] = {}
+        self._signal_seen: dict[str, tuple[tuple[int, ...], frozenset[int], frozenset[str]]] = {}
         self._signal_gen = 0
+        self._stamp = stamp_path(self.path)
         self._aio_init()
 
     def __repr__(self) -> str:

@@ -1,0 +1,19 @@
+"""``python -m bench.bare KIND URL N [BATCH] [HEARTBEAT_EVERY]``: one bare drain, as JSON."""
+
+from __future__ import annotations
+
+import sys
+
+from bench.bare import BATCH, HEARTBEAT_EVERY, run_here, to_json
+
+
+def main(argv: list[str]) -> int:
+    kind, url, n = argv[0], argv[1], int(argv[2])
+    batch = int(argv[3]) if len(argv) > 3 else BATCH
+    every = float(argv[4]) if len(argv) > 4 else HEARTBEAT_EVERY
+    print(to_json(run_here(kind, url, n, batch, every)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
