@@ -30,7 +30,7 @@ TARGETS_23: tuple[tuple[str, str, str, str, tuple[str, ...]], ...] = (
       for s in _ALL),
     *((s, "pool", "process / thread drain, -c 10", "process pool >= 60 % of the thread pool",
        ("--pool thread -c 10", "--pool process -c 10")) for s in _ALL),
-    *((s, "drain", " vs ", "1,000,000 queued >= 90 % of the 10,000 rate",
+    *((s, "drain", "drain 1,000,000 vs ", "1,000,000 queued >= 90 % of the 10,000 rate",
        ("000,000 no-op jobs",)) for s in _ALL),
 )
 
