@@ -76,7 +76,14 @@ def test_sigstopped_zombie_is_fenced_out_and_interrupted(cluster: Cluster, store
     # polling current_job().cancelled. Later attempts finish in 0.2 s.
     zombie, blind, polling = start_zombie(cluster, store)
     zombie.pause(store)
-    stop_mono = time.monotonic()
+    # The leases the frozen worker holds now run out at their last renewal plus lease_ttl,
+    # which came before the stop (by up to a heartbeat interval): that, not the stop, is the
+    # moment before which no other worker may start the jobs.
+    expiry = {}
+    for job_id in (blind, polling):
+        held = store.get_job(job_id)
+        assert held is not None and held.status == "running" and held.lease_until is not None
+        expiry[job_id] = held.lease_until
 
     live = cluster.spawn(2)
     done = wait_for(lambda: all_in(store, [blind, polling], "done"),
@@ -84,7 +91,10 @@ def test_sigstopped_zombie_is_fenced_out_and_interrupted(cluster: Cluster, store
     for job in done:
         assert result_of(job) == {"job": job.id, "attempt": 2, "pid": live.pid}
         assert job.stall_count == 1
-    assert time.monotonic() - stop_mono > cluster.lease_ttl  # paused past its lease
+    second = {r["job"]: r["t"] for r in cluster.records("runs")
+              if r["event"] == "start" and r["attempt"] == 2}
+    for job_id, until in expiry.items():  # paused past its lease, and not taken before
+        assert second[job_id] >= until, (job_id, second[job_id], until)
 
     zombie.send(signal.SIGCONT)
     # The blind handler really did try to complete (it ended), and the store kept the live
