@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from tests.ports import free_port
-from tests.throwaway.postgres import _as_postgres, _own
+from tests.throwaway.postgres import _as_postgres, _own, as_postgres_cmd
 
 BINARY = "/usr/sbin/pgbouncer"
 
@@ -81,7 +81,8 @@ class Bouncer:
         (self.folder / "userlist.txt").write_text(f'"{self.server.username}" ""\n')
         for path in (ini, self.folder / "userlist.txt"):
             _own(path)
-        self.proc = subprocess.Popen([BINARY, "-q", str(ini)], stdout=subprocess.DEVNULL,
+        self.proc = subprocess.Popen(as_postgres_cmd([BINARY, "-q", str(ini)]),
+                                     stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, **_as_postgres())
         dsn = f"host=127.0.0.1 port={self.port} user={self.server.username} dbname={db}"
         deadline = time.monotonic() + 30

@@ -32,21 +32,32 @@ USER = "postgres"
 
 
 def _as_postgres() -> dict[str, Any]:
-    """Popen arguments that run a PostgreSQL binary as the postgres user when we are root."""
+    """Popen arguments that run a PostgreSQL binary as the postgres user when we are root
+    (with :func:`as_postgres_cmd`'s command)."""
     if os.geteuid() != 0:
         return {}
     entry = pwd.getpwnam(USER)
+    return {"env": {**os.environ, "HOME": entry.pw_dir, "USER": USER}}
 
-    def demote() -> None:
-        os.setgid(entry.pw_gid)
-        os.setuid(entry.pw_uid)
 
-    return {"preexec_fn": demote, "env": {**os.environ, "HOME": entry.pw_dir, "USER": USER}}
+def as_postgres_cmd(args: list[str]) -> list[str]:
+    """``args`` run as the postgres user when we are root, through ``setpriv``.
+
+    Not ``preexec_fn`` (nor Popen's ``user=``): both make CPython fork() instead of vfork(),
+    and a fork() of a test process that has loaded gRPC runs gRPC's fork handlers in the
+    child, with the parent's other threads gone; CI saw the child die before its exec
+    (pgbouncer "did not start", its only output a gRPC epoll error). ``setpriv`` drops the
+    ids after a plain exec, so no Python or library code runs between fork and exec."""
+    if os.geteuid() != 0:
+        return args
+    entry = pwd.getpwnam(USER)
+    return ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups",
+            *args]
 
 
 def _run(*args: str) -> None:
-    done = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False,
-                          **_as_postgres())
+    done = subprocess.run(as_postgres_cmd(list(args)), capture_output=True, text=True,
+                          timeout=120, check=False, **_as_postgres())
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(args)} failed: {done.stderr or done.stdout}")
 
@@ -75,8 +86,8 @@ class Cluster:
     def start(self) -> None:
         log = (self.datadir.parent / f"{self.datadir.name}.log").open("ab")
         self.proc = subprocess.Popen(
-            [str(BIN / "postgres"), "-D", str(self.datadir), "-p", str(self.port),
-             "-k", str(self.datadir), "-h", "127.0.0.1"],
+            as_postgres_cmd([str(BIN / "postgres"), "-D", str(self.datadir), "-p",
+                             str(self.port), "-k", str(self.datadir), "-h", "127.0.0.1"]),
             stdout=log, stderr=log, **_as_postgres(),
         )  # fmt: skip
         deadline = time.monotonic() + 60
