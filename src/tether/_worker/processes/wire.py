@@ -16,9 +16,9 @@ tenth of that, and the per-job messages both ways (``outcome``, ``start``) a thi
 travels as its UTF-8 bytes either way.
 
 Messages, parent to child: ``init`` (spec, sys.path, log level, recycling limits), ``run``
-(job fields; blobs: payload, checkpoint, progress; several may be queued: jobs sent ahead),
-``runs`` (several ``run`` in one header: ``jobs``, a list of field lists; blobs: three a job),
-``withdraw`` (a job sent ahead must not start), ``reply`` (to a fenced write, or to a
+(``job``: the job as a row of fields, its texts verbatim; several may be queued: jobs sent
+ahead), ``runs`` (several jobs in one message: ``jobs``, a list of rows; the child queues them
+as ``run``), ``withdraw`` (a job sent ahead must not start), ``reply`` (to a fenced write, or to a
 ``read``: blob, the parents as JSON text), ``stop`` (why the
 running attempt is being stopped; SIGTERM follows). Child to parent: ``ready``, ``fatal`` (the
 app could not be loaded), ``start`` (the next job's handler starts now; the outcomes owed
@@ -32,7 +32,9 @@ messages may share one write; a reader cuts them apart.
 
 from __future__ import annotations
 
+import dataclasses
 import marshal
+import operator
 import os
 import select
 import struct
@@ -41,16 +43,21 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tether.stores._contract import JobRecord, Lease, Outcome
+from tether.stores._records import job_of as _record_of
 
 Header = dict[str, Any]
 Message = tuple[Header, list[str | None]]
 
-# The Job fields a child needs besides the texts sent as blobs; order is the wire order.
-_JOB_FIELDS = ("id", "task", "queue", "status", "priority", "run_at", "attempt", "max_attempts",
-               "failures", "stall_count", "max_stalls", "interruptions", "locked_by",
-               "lease_until", "created_at", "started_at", "finished_at", "failure_reason",
-               "unique_key", "cancel_requested", "lease_token", "uid", "limit_key", "snoozes")
+# A job crosses as a row of every JobRecord field in the record's order but these, which a
+# child does not get: the error texts of earlier attempts and the result (None while running).
+_NOT_SENT = {"last_error": None, "result": None, "errors": "[]"}
+_JOB_FIELDS = tuple(f.name for f in dataclasses.fields(JobRecord) if f.name not in _NOT_SENT)
+_ROW = operator.attrgetter(*_JOB_FIELDS)  # the row of a job, in C
+# Where the child puts back what was not sent (ascending, so each insert lands in place).
+_FILL = tuple((i, _NOT_SENT[f.name]) for i, f in enumerate(dataclasses.fields(JobRecord))
+              if f.name in _NOT_SENT)
 _ID, _ATTEMPT = _JOB_FIELDS.index("id"), _JOB_FIELDS.index("attempt")
+_PAYLOAD = [f.name for f in dataclasses.fields(JobRecord)].index("payload")  # in a whole row
 OUTCOME_KINDS = frozenset({"done", "error", "dead", "cancelled", "released", "snoozed"})
 
 
@@ -195,9 +202,10 @@ class Writer:
 # -- jobs and outcomes ----------------------------------------------------------------------
 def run_size(job: JobRecord) -> int:
     """An upper bound of the bytes ``job`` adds to a ``runs`` message, without encoding it: a
-    character takes at most 6 bytes in the header, 4 in a blob; any other field 24."""
+    character takes at most 4 bytes (UTF-8), 6 counted for the short texts; any field's own
+    framing at most 24."""
     texts = (job.task, job.queue, job.status, job.locked_by, job.failure_reason,
-             job.unique_key, job.lease_token, job.uid)
+             job.unique_key, job.lease_token, job.uid, job.limit_key)
     size = 64 + 24 * len(_JOB_FIELDS) + 6 * sum(len(t) for t in texts if t)
     for blob in (job.payload, job.checkpoint, job.progress):
         if blob is not None:
@@ -206,22 +214,17 @@ def run_size(job: JobRecord) -> int:
 
 
 def encode_runs(jobs: Sequence[JobRecord]) -> bytes:
-    """One ``runs`` message for several jobs, in order: one header to encode here and one to
-    parse in the child, instead of one per job. The child queues them as ``run`` messages."""
-    blobs: list[str | None] = []
-    fields = []
-    for job in jobs:
-        fields.append([getattr(job, f) for f in _JOB_FIELDS])
-        blobs += (job.payload, job.checkpoint, job.progress)
-    return encode({"op": "runs", "jobs": fields}, blobs)
+    """One ``runs`` message for several jobs, in order: one message to encode here and one to
+    load in the child, instead of one per job. The child queues them as ``run`` messages."""
+    return encode({"op": "runs", "jobs": [_ROW(job) for job in jobs]})
 
 
 def split_runs(header: Header, blobs: list[str | None]) -> list[Message]:
     """The ``run`` messages a ``runs`` message carries, in order."""
     jobs = header["jobs"]
-    if len(blobs) != 3 * len(jobs):
-        raise ProtocolError("runs: blob count does not match")
-    return [({"op": "run", "job": job}, blobs[3 * i:3 * i + 3]) for i, job in enumerate(jobs)]
+    if blobs or not all(len(row) == len(_JOB_FIELDS) for row in jobs):
+        raise ProtocolError("runs: not rows of jobs")
+    return [({"op": "run", "job": row}, []) for row in jobs]
 
 
 def run_key(header: Header) -> tuple[int, int]:
@@ -231,10 +234,12 @@ def run_key(header: Header) -> tuple[int, int]:
 
 
 def job_of(header: Header, blobs: list[str | None]) -> JobRecord:
-    fields = dict(zip(_JOB_FIELDS, header["job"], strict=True))
-    payload, checkpoint, progress = blobs
-    return JobRecord(**fields, payload=payload or "[[], {}]", checkpoint=checkpoint,
-                     progress=progress, last_error=None, result=None)
+    row = list(header["job"])
+    for at, value in _FILL:
+        row.insert(at, value)
+    if row[_PAYLOAD] is None:
+        row[_PAYLOAD] = "[[], {}]"
+    return _record_of(row)
 
 
 def outcome_message(lease: Lease, outcome: Outcome | None) -> Message:
