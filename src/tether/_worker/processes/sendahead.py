@@ -155,6 +155,7 @@ class Chooser:
         self._now = now
         self._index: dict[Child, int] = {}
         self._heap: list[tuple[int, int, Child]] = []  # (load, position in the fleet, child)
+        self._quick: dict[str, bool] = {}  # Ahead.quick per task: the same all dispatch long
         for i, child in enumerate(ahead.fleet.children):
             if not ahead.serving(child) or not self._may_take(child):
                 continue
@@ -186,6 +187,8 @@ class Chooser:
     def took(self, child: Child, task: str) -> None:
         """``child`` got a job of ``task``: it competes again with its new load, if it may
         hold more (nothing goes behind a task not known to be quick)."""
-        if (child.load <= self.depth and self._may_take(child)
-                and self._ahead.quick(task, self._now)):
+        quick = self._quick.get(task)
+        if quick is None:
+            quick = self._quick[task] = self._ahead.quick(task, self._now)
+        if quick and child.load <= self.depth and self._may_take(child):
             heapq.heappush(self._heap, (child.load, self._index[child], child))
