@@ -37,7 +37,7 @@ AHEAD = 40
 WITHIN = 0.050
 #: Most bytes of run messages queued in one child's pipe (the Linux pipe buffer is 64 KiB); a
 #: bigger job waits in the worker for an idle child.
-#: Counted with ``wire.run_size``, an upper bound (about 5x a small job's real size), so the
+#: Counted with ``wire.run_size``, an upper bound (5-10x a small job's real size), so the
 #: real bytes stay well under it.
 AHEAD_BYTES = 48 * 1024
 #: Jobs go ahead only behind a task whose handler took less than this (moving average).
