@@ -151,3 +151,17 @@ def make_new_job(
         max_stalls=max_stalls, unique_key=unique_key, limit_key=limit_key, after=parents,
         allow_failure=allow_failure,
     )
+
+
+def batch_job(first: NewJob, payload: str, limit_key: str | None) -> NewJob:
+    """A later job of an ``enqueue_many`` batch: ``first`` (made and checked by
+    :func:`make_new_job` with the batch's options, which every job shares) with this call's
+    ``payload`` (from :func:`encode_call`) and ``limit_key`` (the task's ``limit_key=``
+    argument in this call), the one option that differs per call, checked here as
+    :func:`make_new_job` checks it. Positional: a frozen dataclass's keyword ``__init__``
+    costs twice as much, per job."""
+    if limit_key is not None:
+        limits.check_text(limit_key, "limit_key", limit=limits.MAX_UNIQUE_KEY, allow_empty=True)
+    return NewJob(first.task, payload, first.queue, first.priority, first.run_at, first.delay,
+                  first.max_attempts, first.max_stalls, first.unique_key, limit_key,
+                  first.after, first.allow_failure)
