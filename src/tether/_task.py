@@ -29,8 +29,9 @@ from tether._newjob import (
     After,
     TaskOptions,
     batch_job,
+    batch_payloads,
+    check_limit_key,
     check_options,
-    encode_call,
     make_new_job,
 )
 from tether.stores._contract import FlowLimit, NewJob
@@ -351,7 +352,8 @@ class Task(Generic[P, R]):
         checked were a third of the producer's time per job)."""
         jobs: list[NewJob] = []
         first: NewJob | None = None
-        name, codec, key = self.name, self.codec, self._key
+        payload: Callable[[Sequence[Any], dict[str, Any]], str] | None = None
+        key = self._key
         for call in calls:
             if not (isinstance(call, tuple | list) and len(call) == 2):
                 raise TypeError("enqueue_many takes (args, kwargs) pairs")
@@ -359,10 +361,14 @@ class Task(Generic[P, R]):
             if first is None:
                 first = self.new_job(args, kwargs, **options)
                 jobs.append(first)
+                payload = batch_payloads(self.codec, self.name, first, args, kwargs)
                 continue
+            assert payload is not None
             self.check_call(args, kwargs)
-            jobs.append(batch_job(first, encode_call(codec, args, kwargs, name),
-                                  None if key is None else key(args, kwargs)))
+            limit_key = None if key is None else key(args, kwargs)
+            if limit_key is not None:  # checked before the payload, as new_job does
+                check_limit_key(limit_key)
+            jobs.append(batch_job(first, payload(args, kwargs), limit_key))
         return jobs
 
     def enqueue_many(
