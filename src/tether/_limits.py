@@ -138,7 +138,7 @@ def check_job(job: NewJob) -> None:
         raise ValueError(f"allow_failure must be True or False, got {job.allow_failure!r}")
 
 
-def _same_options(job: NewJob, checked: NewJob) -> bool:
+def same_options(job: NewJob, checked: NewJob) -> bool:
     """Whether every field of ``job`` but its payload and limit key is the very object
     (``is``, never ``==``: ``True == 1``) of a job already checked, so checked already: how
     ``enqueue_many`` builds its jobs (tether._newjob.batch_job)."""
@@ -157,7 +157,7 @@ def check_jobs(jobs: Sequence[NewJob]) -> None:
     prev: NewJob | None = None
     for i, job in enumerate(jobs):
         try:
-            if prev is not None and _same_options(job, prev):
+            if prev is not None and same_options(job, prev):
                 check_json_text(job.payload, "payload")
                 if job.limit_key is not None:
                     check_text(job.limit_key, "limit_key", limit=MAX_UNIQUE_KEY,
