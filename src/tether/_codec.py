@@ -24,7 +24,7 @@ import sys
 import types
 import typing
 from collections import abc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, Protocol, runtime_checkable
@@ -312,6 +312,35 @@ def to_text(codec: Codec, value: Any, what: str) -> str:
     except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(f"{what} must be JSON-serializable: {exc}") from None
     return check_json_text(text, what) if fast else payload.dumps(plain, what)
+
+
+def text_encoder(codec: Codec, what: str, sample: Any, text: str) -> Callable[[Any], str]:
+    """:func:`to_text` for many values in a row (``enqueue_many``'s payloads), the same
+    text and the same refusals. For the default codec, the C encoder that
+    ``JSONEncoder.encode`` builds anew on every call is built once here (issue #23: the
+    building was half of a short payload's encoding); ``sample`` and its ``text`` from
+    :func:`to_text` confirm it writes what ``dumps`` does, else ``to_text`` is used. The
+    encoder serves one batch: after a refusal its circular-reference marks may be left set."""
+    fast = isinstance(codec, JSONCodec) and type(codec).encode is JSONCodec.encode
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if fast and make is not None:
+        inner = codec._encoder  # type: ignore[attr-defined]
+        try:
+            enc = make({}, inner.default, json.encoder.encode_basestring, None,
+                       inner.key_separator, inner.item_separator, False, False, False)
+            same = "".join(enc(sample, 0)) == text
+        except Exception:  # another Python's private signature: the plain way
+            same = False
+        if same:
+            def one(value: Any) -> str:
+                try:
+                    out = "".join(enc(value, 0))
+                except (TypeError, ValueError, RecursionError) as exc:
+                    raise TypeError(f"{what} must be JSON-serializable: {exc}") from None
+                return check_json_text(out, what)
+
+            return one
+    return lambda value: to_text(codec, value, what)
 
 
 def from_text(codec: Codec, text: str | None, type_: Any = Any) -> Any:

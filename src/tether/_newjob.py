@@ -7,14 +7,14 @@ limit, so bad input is one clear error at enqueue and nothing is written.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from tether import _limits as limits
 from tether._backoff import Backoff
-from tether._codec import DEFAULT_CODEC, Codec, to_text
+from tether._codec import DEFAULT_CODEC, Codec, text_encoder, to_text
 from tether._errors import ConfigError
 from tether._flow import key_of
 from tether.stores._contract import FlowLimit, NewJob
@@ -151,3 +151,34 @@ def make_new_job(
         max_stalls=max_stalls, unique_key=unique_key, limit_key=limit_key, after=parents,
         allow_failure=allow_failure,
     )
+
+
+def check_limit_key(limit_key: str) -> None:
+    """A limit key read from a call's arguments, checked as :func:`make_new_job` checks it."""
+    limits.check_text(limit_key, "limit_key", limit=limits.MAX_UNIQUE_KEY, allow_empty=True)
+
+
+def batch_job(first: NewJob, payload: str, limit_key: str | None) -> NewJob:
+    """A later job of an ``enqueue_many`` batch: ``first`` (made and checked by
+    :func:`make_new_job` with the batch's options, which every job shares) with this call's
+    ``payload`` (from :func:`encode_call`) and ``limit_key`` (the task's ``limit_key=``
+    argument in this call, checked by :func:`check_limit_key`), the one option that differs
+    per call. Positional: a frozen dataclass's keyword ``__init__`` costs twice as much."""
+    return NewJob(first.task, payload, first.queue, first.priority, first.run_at, first.delay,
+                  first.max_attempts, first.max_stalls, first.unique_key, limit_key,
+                  first.after, first.allow_failure)
+
+
+def batch_payloads(codec: Codec, task: str, first: NewJob, args: Sequence[Any],
+                   kwargs: dict[str, Any]) -> Callable[[Sequence[Any], dict[str, Any]], str]:
+    """:func:`encode_call` for the later calls of an ``enqueue_many`` batch whose first call
+    (``args``, ``kwargs``) made ``first``: the same text and refusals, through one
+    :func:`tether._codec.text_encoder` for the whole batch."""
+    text = text_encoder(codec, f"arguments of {task}", [list(args), kwargs], first.payload)
+
+    def payload(args: Sequence[Any], kwargs: dict[str, Any]) -> str:
+        if kwargs and not all(isinstance(k, str) for k in kwargs):
+            raise TypeError(f"keyword argument names of {task} must be strings")
+        return text([list(args), kwargs])
+
+    return payload

@@ -320,3 +320,23 @@ def test_big_ints_and_exact_decimals_survive_every_store(make_app: MakeApp) -> N
     with running(app, concurrency=1):
         assert app.wait(job_id, timeout=30) == [10**30 + 1, "0.3"]
     assert app.get_job(job_id).args == [10**30, Decimal("0.1")]
+
+
+def test_the_batch_text_encoder_writes_and_refuses_as_to_text() -> None:
+    """Issue #23: enqueue_many's payloads go through one C encoder per batch
+    (tether._codec.text_encoder); it writes what to_text writes and refuses the same way."""
+    from tether._codec import DEFAULT_CODEC, text_encoder, to_text
+
+    sample = [[1], {}]
+    one = text_encoder(DEFAULT_CODEC, "arguments of t", sample, to_text(DEFAULT_CODEC, sample, "x"))
+    values = [[[], {}], [["é 漢字 🎉", 1.5, None, True], {"k": [1, {"a": "\n\""}]}],
+              [[datetime(2024, 1, 2, tzinfo=UTC), Decimal("1.10"), UUID(int=5), (1, 2)],
+               {}]]
+    for value in values:
+        assert one(value) == to_text(DEFAULT_CODEC, value, "arguments of t")
+    for bad in ([[object()], {}], [[float("nan")], {}], [["\ud800"], {}]):
+        with pytest.raises(TypeError) as batch:
+            one(bad)
+        with pytest.raises(TypeError) as single:
+            to_text(DEFAULT_CODEC, bad, "arguments of t")
+        assert str(batch.value) == str(single.value)

@@ -34,6 +34,29 @@ AIO = queries.load("tether.stores._sqlite", "aio.sql")
 POLL = 0.05
 
 
+def _shared(jobs: Sequence[NewJob]) -> tuple[object, ...] | None:
+    """enqueue_insert_shared's parameters but ``now`` when every job of the batch has the
+    first one's values in all but its payload (task, queue, priority, run_at, delay, budgets,
+    limit key; the caller sends no unique key and no parents here), else None (then
+    enqueue_insert_many, a row of parameters per job). Equal values store the same (``True``
+    and ``1`` bind as 1; run_at is REAL), so the statement binds the first job's."""
+    first = jobs[0]
+    head = (first.task, first.queue, first.priority, first.run_at, first.delay,
+            first.max_attempts, first.max_stalls, first.limit_key)
+    for job in jobs:
+        if (job.task, job.queue, job.priority, job.run_at, job.delay, job.max_attempts,
+                job.max_stalls, job.limit_key) != head:
+            return None
+    payloads = _PAYLOADS.encode([job.payload for job in jobs])
+    return (first.task, first.queue, payloads, first.priority, first.run_at, first.delay,
+            first.max_attempts, first.max_stalls, first.limit_key)
+
+
+#: The payloads of a shared batch as one JSON array of strings (json_each reads it back);
+#: non-ASCII text as it is (the payloads were checked to be valid UTF-8).
+_PAYLOADS = json.JSONEncoder(ensure_ascii=False)
+
+
 class SQLiteProducer:
     """The :class:`~tether.stores._contract.Producer` role of :class:`SQLiteStore`."""
 
@@ -119,7 +142,8 @@ class SQLiteProducer:
     ) -> list[int]:
         """A batch without unique keys or parents: one executemany (enqueue_insert_many), the
         ids read back as the consecutive run that ends at the last one inserted."""
-        params = [
+        shared = _shared(jobs)
+        params = [] if shared is not None else [
             (job.task, job.queue, job.payload, job.priority, job.run_at, job.delay,
              job.max_attempts, job.max_stalls, job.limit_key)
             for job in jobs
@@ -133,9 +157,12 @@ class SQLiteProducer:
                 replay = cur.execute(Q["request_find"], request).fetchone()
             if replay is None:
                 tail = (t,)
-                cur.executemany(Q["enqueue_insert_many"], [p + tail for p in params])
+                if shared is not None:
+                    cur.execute(Q["enqueue_insert_shared"], shared + tail)
+                else:
+                    cur.executemany(Q["enqueue_insert_many"], [p + tail for p in params])
                 last = int(cur.execute(Q["last_insert_id"]).fetchone()[0])
-                ids = list(range(last - len(params) + 1, last + 1))
+                ids = list(range(last - len(jobs) + 1, last + 1))
                 if request_id is not None:
                     request["reply"] = json.dumps(ids)
                     cur.execute(Q["request_insert"], request)
