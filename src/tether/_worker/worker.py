@@ -349,26 +349,38 @@ class Worker:
             log.warning("could not wake other workers: %s", one_line(exc))
 
     # -- claimed jobs ------------------------------------------------------------------------
-    def _start(self, job: JobRecord, trusted_until: float) -> None:
-        """Hand a claimed job to the pool (the fetcher dispatches the claim after its last
-        job); a job of a task this worker does not know is settled here."""
-        self.claimed += 1
-        entry = Running(JobContext(job, self.store, self.runtime.codec,
-                                   self.runtime.registry.reading_task), trusted_until)
-        task = self.runtime.registry.find_task(job.task)
-        if task is None:
-            self.registry.add(entry)
-            self._claimed(entry)
-            self.registry.settle_once(entry)
-            first = job.task not in self._unknown_warned
-            self._unknown_warned.add(job.task)
-            self._settle(entry, unknown_task_outcome(
-                job, entry.lease, self.id, self.settings.unknown_task_timeout, warn=first))
-            self.registry.mark(entry, returned=True)
-            return
-        if self.shutdown.phase == Phase.FORCED:
-            entry.interrupt(ShuttingDown)
-        self.pool.submit(entry, task)
+    def _start(self, jobs: list[JobRecord], trusted_until: float) -> None:
+        """Hand one claim's jobs to the pool (the fetcher dispatches the claim after); a job
+        of a task this worker does not know is settled here. One call per claim, with what
+        every job needs looked up once: this runs on the fetcher thread for every job."""
+        self.claimed += len(jobs)
+        store, runtime, shutdown, submit = self.store, self.runtime, self.shutdown, \
+            self.pool.submit
+        codec, tasks = runtime.codec, runtime.registry
+        known, reading = tasks.tasks, tasks.reading_task
+        for job in jobs:
+            entry = Running(JobContext(job, store, codec, reading), trusted_until)
+            task = known.get(job.task)
+            if task is None:
+                task = tasks.find_task(job.task)  # imports the include modules, once
+                if task is None:
+                    self._unknown(entry)
+                    continue
+            if shutdown.phase == Phase.FORCED:
+                entry.interrupt(ShuttingDown)
+            submit(entry, task)
+
+    def _unknown(self, entry: Running) -> None:
+        """A claimed job of a task this worker does not know: settled at once (unknown.py)."""
+        job = entry.ctx.job
+        self.registry.add(entry)
+        self._claimed(entry)
+        self.registry.settle_once(entry)
+        first = job.task not in self._unknown_warned
+        self._unknown_warned.add(job.task)
+        self._settle(entry, unknown_task_outcome(
+            job, entry.lease, self.id, self.settings.unknown_task_timeout, warn=first))
+        self.registry.mark(entry, returned=True)
 
     def _claimed(self, entry: Running) -> None:
         """The attempt holds a slot (the pool says when: a thread pool when a handler thread
