@@ -23,7 +23,15 @@ from tether._backoff import Backoff
 from tether._codec import Codec, JSONCodec, decodes_as_is, to_text, type_hints
 from tether._flow import key_of, key_reader
 from tether._jobid import JobId
-from tether._newjob import OPTIONS, PIPES, After, TaskOptions, check_options, make_new_job
+from tether._newjob import (
+    OPTIONS,
+    PIPES,
+    After,
+    TaskOptions,
+    check_options,
+    encode_call,
+    make_new_job,
+)
 from tether.stores._contract import FlowLimit, NewJob
 
 if TYPE_CHECKING:
@@ -304,8 +312,23 @@ class Task(Generic[P, R]):
         itself has a parameter with an option's name, the keyword is ambiguous and TypeError
         is raised rather than silently taking it as the option.
         """
-        options = self._split(kwargs)
-        return self.enqueue_with(args, kwargs, **options)
+        if kwargs and not OPTIONS.isdisjoint(kwargs):
+            return self.enqueue_with(args, kwargs, **self._split(kwargs))
+        return JobId(self.runtime.enqueue_jobs([self._plain_job(args, kwargs)])[0])
+
+    def _plain_job(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NewJob:
+        """:meth:`new_job` for a call without enqueue options (issue #23: the single enqueue's
+        own Python cost). The task's name, queue, priority, max_attempts and max_stalls were
+        checked when it was registered (:func:`check_options`; TaskOptions is frozen), so
+        only what this call brings is checked here: the arguments' fit and encoding, and a
+        limit key read from them (through :meth:`new_job`, which checks it)."""
+        if self._key is not None:
+            return self.new_job(args, kwargs)
+        self.check_call(args, kwargs)
+        opts = self.config
+        return NewJob(task=opts.name, payload=encode_call(self.codec, args, kwargs, opts.name),
+                      queue=opts.queue, priority=opts.priority, max_attempts=opts.max_attempts,
+                      max_stalls=opts.max_stalls)
 
     def enqueue_with(
         self,
