@@ -24,9 +24,11 @@ import sys
 import types
 import typing
 from collections import abc
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
@@ -78,6 +80,13 @@ class JSONCodec:
         self._pydantic: type | None = None  # found on first need: see _pydantic_base
         self._encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False,
                                          separators=(",", ":"), default=self._default)
+        #: json's C encoder made once (issue #23): ``JSONEncoder.encode`` builds a new one,
+        #: and a closure, on every call, which cost four times the encoding of a short
+        #: payload. No cycle markers, so it keeps no state between calls (threads share it);
+        #: a value that refers to itself ends in RecursionError, refused as TypeError by
+        #: to_text like any value JSON cannot write. None where json has no C encoder.
+        self._fast: Any = None if _c_make_encoder is None else _c_make_encoder(
+            None, self._default, encode_basestring, None, ":", ",", False, False, False)
 
     def _model_base(self) -> type | None:
         if self._pydantic is None:
@@ -92,7 +101,9 @@ class JSONCodec:
         """``encode`` and JSON text in one pass of the C encoder (the enqueue hot path); only
         values JSON cannot write reach :meth:`_default`. Same result as ``encode`` then
         ``json.dumps``."""
-        return self._encoder.encode(value)
+        if self._fast is None or isinstance(value, str):
+            return self._encoder.encode(value)
+        return "".join(self._fast(value, 0))
 
     def _default(self, value: Any) -> Any:
         """One level of :meth:`encode` for a value JSON cannot write; the encoder recurses."""
@@ -312,35 +323,6 @@ def to_text(codec: Codec, value: Any, what: str) -> str:
     except (TypeError, ValueError, RecursionError) as exc:
         raise TypeError(f"{what} must be JSON-serializable: {exc}") from None
     return check_json_text(text, what) if fast else payload.dumps(plain, what)
-
-
-def text_encoder(codec: Codec, what: str, sample: Any, text: str) -> Callable[[Any], str]:
-    """:func:`to_text` for many values in a row (``enqueue_many``'s payloads), the same
-    text and the same refusals. For the default codec, the C encoder that
-    ``JSONEncoder.encode`` builds anew on every call is built once here (issue #23: the
-    building was half of a short payload's encoding); ``sample`` and its ``text`` from
-    :func:`to_text` confirm it writes what ``dumps`` does, else ``to_text`` is used. The
-    encoder serves one batch: after a refusal its circular-reference marks may be left set."""
-    fast = isinstance(codec, JSONCodec) and type(codec).encode is JSONCodec.encode
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if fast and make is not None:
-        inner = codec._encoder  # type: ignore[attr-defined]
-        try:
-            enc = make({}, inner.default, json.encoder.encode_basestring, None,
-                       inner.key_separator, inner.item_separator, False, False, False)
-            same = "".join(enc(sample, 0)) == text
-        except Exception:  # another Python's private signature: the plain way
-            same = False
-        if same:
-            def one(value: Any) -> str:
-                try:
-                    out = "".join(enc(value, 0))
-                except (TypeError, ValueError, RecursionError) as exc:
-                    raise TypeError(f"{what} must be JSON-serializable: {exc}") from None
-                return check_json_text(out, what)
-
-            return one
-    return lambda value: to_text(codec, value, what)
 
 
 def from_text(codec: Codec, text: str | None, type_: Any = Any) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 from tether import _limits as limits
 from tether._backoff import Backoff
-from tether._codec import DEFAULT_CODEC, Codec, text_encoder, to_text
+from tether._codec import DEFAULT_CODEC, Codec, to_text
 from tether._errors import ConfigError
 from tether._flow import key_of
 from tether.stores._contract import FlowLimit, NewJob
@@ -169,16 +169,11 @@ def batch_job(first: NewJob, payload: str, limit_key: str | None) -> NewJob:
                   first.after, first.allow_failure)
 
 
-def batch_payloads(codec: Codec, task: str, first: NewJob, args: Sequence[Any],
-                   kwargs: dict[str, Any]) -> Callable[[Sequence[Any], dict[str, Any]], str]:
-    """:func:`encode_call` for the later calls of an ``enqueue_many`` batch whose first call
-    (``args``, ``kwargs``) made ``first``: the same text and refusals, through one
-    :func:`tether._codec.text_encoder` for the whole batch."""
-    text = text_encoder(codec, f"arguments of {task}", [list(args), kwargs], first.payload)
+def batch_payloads(codec: Codec, task: str) -> Callable[[Sequence[Any], dict[str, Any]], str]:
+    """:func:`encode_call` for the later calls of an ``enqueue_many`` batch (the same text and
+    refusals; the default codec keeps one C encoder for every call, ``JSONCodec.dumps``)."""
 
     def payload(args: Sequence[Any], kwargs: dict[str, Any]) -> str:
-        if kwargs and not all(isinstance(k, str) for k in kwargs):
-            raise TypeError(f"keyword argument names of {task} must be strings")
-        return text([list(args), kwargs])
+        return encode_call(codec, args, kwargs, task)
 
     return payload

@@ -32,6 +32,7 @@ from tether._newjob import (
     batch_payloads,
     check_limit_key,
     check_options,
+    encode_call,
     make_new_job,
 )
 from tether.stores._contract import FlowLimit, NewJob
@@ -314,8 +315,23 @@ class Task(Generic[P, R]):
         itself has a parameter with an option's name, the keyword is ambiguous and TypeError
         is raised rather than silently taking it as the option.
         """
-        options = self._split(kwargs)
-        return self.enqueue_with(args, kwargs, **options)
+        if kwargs and not OPTIONS.isdisjoint(kwargs):
+            return self.enqueue_with(args, kwargs, **self._split(kwargs))
+        return JobId(self.runtime.enqueue_jobs([self._plain_job(args, kwargs)])[0])
+
+    def _plain_job(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NewJob:
+        """:meth:`new_job` for a call without enqueue options (issue #23: the single enqueue's
+        own Python cost). The task's name, queue, priority, max_attempts and max_stalls were
+        checked when it was registered (:func:`check_options`; TaskOptions is frozen), so
+        only what this call brings is checked here: the arguments' fit and encoding, and a
+        limit key read from them (through :meth:`new_job`, which checks it)."""
+        if self._key is not None:
+            return self.new_job(args, kwargs)
+        self.check_call(args, kwargs)
+        opts = self.config
+        return NewJob(task=opts.name, payload=encode_call(self.codec, args, kwargs, opts.name),
+                      queue=opts.queue, priority=opts.priority, max_attempts=opts.max_attempts,
+                      max_stalls=opts.max_stalls)
 
     def enqueue_with(
         self,
@@ -361,7 +377,7 @@ class Task(Generic[P, R]):
             if first is None:
                 first = self.new_job(args, kwargs, **options)
                 jobs.append(first)
-                payload = batch_payloads(self.codec, self.name, first, args, kwargs)
+                payload = batch_payloads(self.codec, self.name)
                 continue
             assert payload is not None
             self.check_call(args, kwargs)

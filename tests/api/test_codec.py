@@ -322,13 +322,19 @@ def test_big_ints_and_exact_decimals_survive_every_store(make_app: MakeApp) -> N
     assert app.get_job(job_id).args == [10**30, Decimal("0.1")]
 
 
-def test_the_batch_text_encoder_writes_and_refuses_as_to_text() -> None:
-    """Issue #23: enqueue_many's payloads go through one C encoder per batch
-    (tether._codec.text_encoder); it writes what to_text writes and refuses the same way."""
-    from tether._codec import DEFAULT_CODEC, text_encoder, to_text
+def test_the_kept_c_encoder_writes_and_refuses_as_the_standard_one() -> None:
+    """Issue #23: the default codec keeps one C encoder (JSONCodec.dumps) instead of the one
+    JSONEncoder.encode builds per call; it writes what a fresh JSONEncoder writes and refuses
+    the same way."""
+    from tether._codec import DEFAULT_CODEC, JSONCodec, to_text
 
-    sample = [[1], {}]
-    one = text_encoder(DEFAULT_CODEC, "arguments of t", sample, to_text(DEFAULT_CODEC, sample, "x"))
+    plain = JSONCodec()
+    plain._fast = None  # the standard library's encoder, built per call
+
+    def one(value: Any) -> str:
+        return to_text(plain, value, "arguments of t")
+
+    assert DEFAULT_CODEC._fast is not None  # type: ignore[attr-defined]
     values = [[[], {}], [["é 漢字 🎉", 1.5, None, True], {"k": [1, {"a": "\n\""}]}],
               [[datetime(2024, 1, 2, tzinfo=UTC), Decimal("1.10"), UUID(int=5), (1, 2)],
                {}]]

@@ -57,6 +57,14 @@ def _shared(jobs: Sequence[NewJob]) -> tuple[object, ...] | None:
 _PAYLOADS = json.JSONEncoder(ensure_ascii=False)
 
 
+class _Replay(Exception):
+    """Raised inside the write transaction to roll back a replayed single enqueue's job."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__(reply)
+        self.reply = reply
+
+
 class SQLiteProducer:
     """The :class:`~tether.stores._contract.Producer` role of :class:`SQLiteStore`."""
 
@@ -82,6 +90,8 @@ class SQLiteProducer:
         request_id = checked_request_id(request_id)
         if not jobs:
             return []
+        if len(jobs) == 1 and jobs[0].unique_key is None and not jobs[0].after:
+            return self._enqueue_one(jobs[0], now, request_id)
         parents = BatchParents.of(jobs)
         if parents is None and len(jobs) > 1 and all(job.unique_key is None for job in jobs):
             return self._enqueue_plain(jobs, now, request_id)
@@ -136,6 +146,25 @@ class SQLiteProducer:
             return [int(i) for i in json.loads(replay[0])]
         self.notify(tuple({job.queue for job in jobs}))
         return ids
+
+    def _enqueue_one(self, job: NewJob, now: float | None, request_id: str | None) -> list[int]:
+        """One job without unique_key or parents: two statements in the transaction
+        (enqueue_one, request_put_one), the clock read inside them. A replay is found by the
+        request record's upsert changing no row, after the job was inserted: the job is rolled
+        back with the transaction and the recorded reply returned (replays are rare, the
+        first call is not)."""
+        params = (job.task, job.queue, job.payload, job.priority, job.run_at, job.delay,
+                  job.max_attempts, job.max_stalls, job.limit_key, now)
+        try:
+            with self._db.write() as conn:
+                job_id = int(conn.execute(Q["enqueue_one"], params).lastrowid or 0)
+                if request_id is not None and conn.execute(
+                        Q["request_put_one"], (request_id, f"[{job_id}]", now)).rowcount == 0:
+                    raise _Replay(conn.execute(Q["request_reply"], (request_id,)).fetchone()[0])
+        except _Replay as replay:
+            return [int(i) for i in json.loads(replay.reply)]
+        self.notify((job.queue,))
+        return [job_id]
 
     def _enqueue_plain(
         self, jobs: Sequence[NewJob], now: float | None, request_id: str | None
