@@ -134,7 +134,12 @@ class PostgresLeases(Plumbing):
         # fenced.
         checked: list[tuple[_Key, str]] = []
         first: dict[_Key, str] = {}
-        rows: list[list[Any]] = []
+        rows: list[tuple[int, int, str, str, int]] = []  # (*lease, its tail's index)
+        # What an outcome says beyond its lease, once per distinct digest (the digest names
+        # it: owner, kind, result, error, reason, delay): a worker's batch is mostly one tail
+        # ("done", "null"), so each lease sends three fields and an index, not ten.
+        tails: dict[str, int] = {}
+        tail_rows: list[list[Any]] = []
         for o in outcomes:
             lease = o.lease
             key = (lease.job_id, lease.attempt, lease.owner, lease.token)
@@ -142,23 +147,24 @@ class PostgresLeases(Plumbing):
             checked.append((key, digest))
             if key not in first:
                 first[key] = digest
-                error = o.error
-                # One row of the statement's batch, in the order its o CTE reads them.
-                rows.append([lease.job_id, lease.attempt, lease.owner, lease.token, o.kind,
-                             o.result, None if error is None else clean_error(error),
-                             _reason(o), float(o.retry_delay), digest])
+                tail = tails.get(digest)
+                if tail is None:
+                    tail = tails[digest] = len(tail_rows)
+                    error = o.error
+                    tail_rows.append([lease.owner, o.kind, o.result,
+                                      None if error is None else clean_error(error),
+                                      _reason(o), float(o.retry_delay), digest])
+                rows.append((*key, tail))
         if not rows:
             return []
-        # Sorted by (id, attempt, owner, token), each row's first four fields and distinct,
-        # so concurrent batch writes lock rows in one order (the rest is never compared).
+        # Sorted by (id, attempt, owner, token), distinct, so concurrent batch writes lock
+        # rows in one order.
         rows.sort()
-        # Arrays, not objects: json.dumps writes no key per field (a third of the finish's
-        # Python instructions, callgrind). ids as an array literal built from ints: no
-        # per-element work in psycopg's dumper.
-        params = {"now": now, "batch": json.dumps(rows),
-                  "ids": "{" + ",".join([str(row[0]) for row in rows]) + "}",
-                  "done": self.done_channel, "done_key": self.done_key, "gate": conn is None,
-                  "channel": self.channel}
+        ids, attempts, _, tokens, indexes = zip(*rows, strict=True)
+        params = {"now": now, "ids": _int_array(ids), "attempts": _int_array(attempts),
+                  "tokens": _text_array(tokens), "tails": _int_array(indexes),
+                  "tailset": json.dumps(tail_rows), "done": self.done_channel,
+                  "done_key": self.done_key, "gate": conn is None, "channel": self.channel}
         applied = self._rows("finish", params, conn)  # (id, attempt, owner, token)
         if len(applied) == len(rows) == len(checked):
             return []  # the usual batch: every lease distinct, every outcome applied
@@ -224,6 +230,20 @@ def _reason(outcome: Outcome) -> str:
     if outcome.kind == "snoozed":
         return "snoozed"
     return outcome.reason or _REASON[outcome.kind]
+
+
+def _int_array(values: Sequence[int]) -> str:
+    """A PostgreSQL array literal of ints, built in C (no per-element work in psycopg)."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def _text_array(values: Sequence[str]) -> str:
+    """A PostgreSQL array literal of texts, every element quoted (so none reads as NULL);
+    backslashes and quotes escaped, in the rare text that has any."""
+    joined = '","'.join(values)
+    if '"' in joined or "\\" in joined:
+        joined = '","'.join(v.replace("\\", "\\\\").replace('"', '\\"') for v in values)
+    return '{"' + joined + '"}'
 
 
 #: A lease as the finish statement returns it: (job id, attempt, owner, token).

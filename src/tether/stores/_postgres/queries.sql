@@ -201,11 +201,12 @@ RETURNING j.id, j.attempt, j.locked_by, j.lease_token, j.cancel_requested
 -- else counted; always recorded in errors (reason 'snoozed', the text or 'snoozed') but never
 -- in last_error, which keeps the job's last real error. A requested cancel sticks here too.
 -- o.reason arrives defaulted per kind (error/dead: 'error', stalled: 'stalled', ...). The
--- batch is one JSON parameter, an array of one array per lease (id, attempt, owner, token,
--- kind, result, error, reason, retry_delay, digest): encoding it is one C call in the worker,
--- where parallel arrays cost a sixth of a draining worker's CPU (profiled), and arrays without
--- keys cost the worker a third less than objects did (json_to_recordset, issue #23). ->> of
--- a JSON null is NULL, as json_to_recordset read it.
+-- batch comes as parallel array literals built by Python in C (ids, attempts, tokens, and
+-- each lease's index into tailset), and tailset, a JSON array of the batch's distinct
+-- [owner, kind, result, error, reason, retry_delay, digest] (one, in a drain): a JSON object
+-- per lease (json_to_recordset) was a fifth of the completer's CPU, per-element list dumping
+-- in psycopg a sixth of a draining worker's (both profiled, issue #23). A JSON null reads
+-- NULL.
 -- The lease_token is kept and the applied outcome's digest stored, so that finish_replays
 -- can recognise a replay of exactly that outcome (see there).
 -- Completion notification (wait_for_finish): ONE pg_notify per statement on the store's
@@ -223,10 +224,11 @@ RETURNING j.id, j.attempt, j.locked_by, j.lease_token, j.cancel_requested
 WITH clock AS (
     SELECT coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) AS ts
 ), o AS (
-    SELECT (e->>0)::bigint AS id, (e->>1)::int AS attempt, e->>2 AS owner, e->>3 AS token,
-           e->>4 AS kind, e->>5 AS result, e->>6 AS error, e->>7 AS reason,
-           (e->>8)::float8 AS retry_delay, e->>9 AS digest
-    FROM json_array_elements(%(batch)s::json) AS e
+    SELECT l.id, l.attempt, t->>0 AS owner, l.token, t->>1 AS kind, t->>2 AS result,
+           t->>3 AS error, t->>4 AS reason, (t->>5)::float8 AS retry_delay, t->>6 AS digest
+    FROM unnest(%(ids)s::text::bigint[], %(attempts)s::text::int[], %(tokens)s::text::text[],
+                %(tails)s::text::int[]) AS l(id, attempt, token, tail)
+    CROSS JOIN LATERAL (SELECT (%(tailset)s::json -> l.tail)::jsonb AS t) AS x
 ), moved AS (
 UPDATE {schema}.jobs j
 SET status = CASE
