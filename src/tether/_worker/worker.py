@@ -375,10 +375,8 @@ class Worker:
         """The attempt holds a slot (the pool says when: a thread pool when a handler thread
         takes it from the backlog, a process pool at once)."""
         job = entry.ctx.job
-        started = job.started_at
-        waited = started - job.run_at if started is not None and started > job.run_at else 0.0
-        self.runtime.events.emit_job("claimed", job.id, job.attempt, self.id,
-                                     {"task": job.task, "queue": job.queue, "waited": waited})
+        self.runtime.events.emit_claimed(job.id, job.attempt, self.id, job.task, job.queue,
+                                         job.started_at, job.run_at, entry.started_at)
 
     def _settle_many(self, items: list[Held]) -> None:
         """:meth:`_settle` of each (a thread pool's batch), the plain ones (an outcome to
