@@ -129,3 +129,25 @@ def test_each_job_of_a_batch_times_out_from_its_own_start(make_app: Any) -> None
     assert [j.status for j in jobs] == ["done"] * 4 + ["failed"], jobs
     assert jobs[-1].failure_reason == "timeout"
     assert all(j.last_error is None for j in jobs[:4])
+
+
+@pytest.mark.usefixtures("batches_of_8")
+def test_async_jobs_in_a_batch_take_its_slot_and_every_slot_comes_back(make_app: Any) -> None:
+    app: tether.App = make_app()
+
+    @app.task(name="plain")
+    def plain() -> None:
+        return None
+
+    @app.task(name="coro")
+    async def coro() -> None:
+        return None
+
+    ids = plain.enqueue_many([((), {})] * 30)
+    for _ in range(5):  # async jobs among sync ones: a batch meets them midway
+        ids += coro.enqueue_many([((), {})] * 3) + plain.enqueue_many([((), {})] * 20)
+    with running(app, concurrency=3, maintenance=False) as worker:
+        wait_until(lambda: all(app.get_job(i).status == "done" for i in ids), 60, "every job")
+        wait_until(lambda: len(worker.registry) == 0, 10, "the registry to empty")
+        assert worker.registry.queued() == 0
+        assert worker.registry._busy == 0  # every slot returned
