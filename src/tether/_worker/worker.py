@@ -47,7 +47,7 @@ from tether._worker.heartbeater import Heartbeater
 from tether._worker.paused import PausedQueues
 from tether._worker.pool import Pool, make_pool
 from tether._worker.poolconfig import make_pool_config
-from tether._worker.registry import Registry, Running
+from tether._worker.registry import Held, Registry, Running
 from tether._worker.shutdown import Phase, Shutdown
 from tether._worker.signals import SignalWatch
 from tether._worker.startup import open_when_up
@@ -191,6 +191,7 @@ class Worker:
                                        on_fatal=fatal, health=self.health)
             self.pool = make_pool(
                 self._config, self.registry, concurrency=self.concurrency, settle=self._settle,
+                settle_many=self._settle_many,
                 on_claimed=self._claimed, on_started=self.timeouts.arm, on_fatal=fatal,
                 store=store, events=runtime.events, completer=self.completer,
                 notify=self._notify, owner=self.id, claim_ahead=self._claim_ahead)
@@ -386,10 +387,20 @@ class Worker:
         """The attempt holds a slot (the pool says when: a thread pool when a handler thread
         takes it from the backlog, a process pool at once)."""
         job = entry.ctx.job
-        started = job.started_at
-        waited = started - job.run_at if started is not None and started > job.run_at else 0.0
-        self.runtime.events.emit_job("claimed", job.id, job.attempt, self.id,
-                                     {"task": job.task, "queue": job.queue, "waited": waited})
+        self.runtime.events.emit_claimed(job.id, job.attempt, self.id, job.task, job.queue,
+                                         job.started_at, job.run_at, entry.started_at)
+
+    def _settle_many(self, items: list[Held]) -> None:
+        """:meth:`_settle` of each (a thread pool's batch), the plain ones (an outcome to
+        write, no timeout armed) handed to the completer in one go."""
+        plain: list[tuple[Running, Outcome]] = []
+        for entry, outcome in items:
+            if outcome is None or entry.extra:
+                self._settle(entry, outcome)
+            else:
+                plain.append((entry, outcome))
+        if plain:
+            self.completer.put_many(plain)
 
     def _settle(self, entry: Running, outcome: Outcome | None) -> None:
         if entry.extra:  # an armed timeout is kept there (most jobs have none: no call)
