@@ -145,11 +145,13 @@ def _params(bulk: Bulk, name: str) -> dict[str, Any]:
                 "ttl": 30.0,
             },
             "finish": {
+                "batch": json.dumps([
+                    {"id": lease.job_id, "attempt": lease.attempt, "owner": lease.owner,
+                     "token": lease.token, "kind": "done", "result": "1", "error": None,
+                     "reason": "done", "retry_delay": 0.0, "digest": "d"}
+                    for lease in leases
+                ]),
                 "ids": "{" + ",".join(str(lease.job_id) for lease in leases) + "}",
-                "attempts": "{" + ",".join(str(lease.attempt) for lease in leases) + "}",
-                "tokens": "{" + ",".join(f'"{lease.token}"' for lease in leases) + "}",
-                "tails": "{" + ",".join("0" for _ in leases) + "}",
-                "tailset": json.dumps([[leases[0].owner, "done", "1", None, "done", 0.0, "d"]]),
                 "done": "t_explain_done", "done_key": 1, "gate": True,
                 "channel": "t_explain_jobs",
             },

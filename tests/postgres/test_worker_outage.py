@@ -183,7 +183,7 @@ def test_a_lost_finish_reply_is_not_a_lost_lease(
     app.on("completed", done_events.append)
     try:
         with worker_running(app, concurrency=1) as (worker, codes):
-            proxy.drop_next_reply(b'"done", "1", null')  # the finish's tailset
+            proxy.drop_next_reply(b'"kind": "done"')
             job_id = app.enqueue("quick", 1)
             wait_until(lambda: pg.get_job(job_id).status == "done", 10, "the job")
             wait_until(lambda: proxy.dropped == 1, 10, "the lost reply")

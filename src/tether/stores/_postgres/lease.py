@@ -126,53 +126,36 @@ class PostgresLeases(Plumbing):
     ) -> list[Lease]:
         # The whole batch is checked before anything is written. Leases are keyed by their
         # fields as a plain tuple, which is what RETURNING gives back: hashing a Lease runs
-        # its dataclass __hash__ in Python. The first outcome for a lease is the one fenced
-        # and applied; a later one for the same lease in this call is answered as it would
-        # be in a later call: an exact copy shares the first one's fate (a replay of what
-        # landed), another outcome is looked up as a replay below (and so rejected unless an
-        # earlier call applied exactly it). Distinct leases of one job are all sent, each
-        # fenced.
-        checked: list[tuple[_Key, str]] = []
-        first: dict[_Key, str] = {}
-        rows: list[tuple[int, int, str, str, int]] = []  # (*lease, its tail's index)
-        # What an outcome says beyond its lease, once per distinct digest (the digest names
-        # it: owner, kind, result, error, reason, delay): a worker's batch is mostly one tail
-        # ("done", "null"), so each lease sends three fields and an index, not ten.
-        tails: dict[str, int] = {}
-        tail_rows: list[list[Any]] = []
-        for o in outcomes:
-            lease = o.lease
-            key = (lease.job_id, lease.attempt, lease.owner, lease.token)
-            digest = _check_outcome(o)
-            checked.append((key, digest))
-            if key not in first:
-                first[key] = digest
-                tail = tails.get(digest)
-                if tail is None:
-                    tail = tails[digest] = len(tail_rows)
-                    error = o.error
-                    tail_rows.append([lease.owner, o.kind, o.result,
-                                      None if error is None else clean_error(error),
-                                      _reason(o), float(o.retry_delay), digest])
-                rows.append((*key, tail))
-        if not rows:
+        # its dataclass __hash__ in Python, and a batch hashed each lease nine times.
+        checked = [(o, _key(o.lease), _check_outcome(o)) for o in outcomes]
+        batch: dict[_Key, tuple[Outcome, str]] = {}
+        for outcome, key, digest in checked:
+            # The first outcome for a lease is the one fenced and applied. Any later one for
+            # the same lease in this call is answered as it would be in a later call: an
+            # exact copy shares the first one's fate (a replay of what landed), another
+            # outcome is looked up as a replay below (and so rejected unless an earlier call
+            # applied exactly it). Distinct leases of one job are all sent, each fenced.
+            if key not in batch:
+                batch[key] = (outcome, digest)
+        if not batch:
             return []
-        # Sorted by (id, attempt, owner, token), distinct, so concurrent batch writes lock
-        # rows in one order.
-        rows.sort()
-        ids, attempts, _, tokens, indexes = zip(*rows, strict=True)
-        params = {"now": now, "ids": _int_array(ids), "attempts": _int_array(attempts),
-                  "tokens": _text_array(tokens), "tails": _int_array(indexes),
-                  "tailset": json.dumps(tail_rows), "done": self.done_channel,
+        # Sorted by (id, attempt, ...) so concurrent batch writes lock rows in one order.
+        ordered = sorted(batch.items())
+        batch_json = json.dumps([
+            {"id": key[0], "attempt": key[1], "owner": key[2], "token": key[3], "kind": o.kind,
+             "result": o.result, "error": None if o.error is None else clean_error(o.error),
+             "reason": _reason(o), "retry_delay": float(o.retry_delay), "digest": digest}
+            for key, (o, digest) in ordered
+        ])
+        # ids as an array literal built from ints: no per-element work in psycopg's dumper.
+        ids_literal = "{" + ",".join([str(key[0]) for key, _ in ordered]) + "}"
+        params = {"now": now, "batch": batch_json, "ids": ids_literal, "done": self.done_channel,
                   "done_key": self.done_key, "gate": conn is None, "channel": self.channel}
-        applied = self._rows("finish", params, conn)  # (id, attempt, owner, token)
-        if len(applied) == len(rows) == len(checked):
-            return []  # the usual batch: every lease distinct, every outcome applied
-        landed = set(applied)
+        applied = set(self._rows("finish", params, conn))  # (id, attempt, owner, token)
         # A lost lease, a replay of an outcome whose reply was lost, or a later, different
         # outcome for a lease of this call: recognised only as an exact replay.
-        missed = {(key, digest) for key, digest in checked
-                  if key not in landed or digest != first[key]}
+        missed = {(key, digest) for _, key, digest in checked
+                  if key not in applied or digest != batch[key][1]}
         if not missed:
             return []
         accepted = _replays(self._rows("finish_replays", {
@@ -180,7 +163,7 @@ class PostgresLeases(Plumbing):
                                   "token": key[3], "digest": d} for key, d in missed]),
             "ids": "{" + ",".join(str(key[0]) for key, _ in missed) + "}",
         }, conn))
-        return list(dict.fromkeys(o.lease for o, (key, d) in zip(outcomes, checked, strict=True)
+        return list(dict.fromkeys(o.lease for o, key, d in checked
                                   if (key, d) in missed and (key, d) not in accepted))
 
     def save_checkpoint(self, lease: Lease, checkpoint: str, *, now: float | None = None) -> bool:
@@ -230,20 +213,6 @@ def _reason(outcome: Outcome) -> str:
     if outcome.kind == "snoozed":
         return "snoozed"
     return outcome.reason or _REASON[outcome.kind]
-
-
-def _int_array(values: Sequence[int]) -> str:
-    """A PostgreSQL array literal of ints, built in C (no per-element work in psycopg)."""
-    return "{" + ",".join(map(str, values)) + "}"
-
-
-def _text_array(values: Sequence[str]) -> str:
-    """A PostgreSQL array literal of texts, every element quoted (so none reads as NULL);
-    backslashes and quotes escaped, in the rare text that has any."""
-    joined = '","'.join(values)
-    if '"' in joined or "\\" in joined:
-        joined = '","'.join(v.replace("\\", "\\\\").replace('"', '\\"') for v in values)
-    return '{"' + joined + '"}'
 
 
 #: A lease as the finish statement returns it: (job id, attempt, owner, token).

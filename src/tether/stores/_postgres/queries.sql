@@ -201,12 +201,8 @@ RETURNING j.id, j.attempt, j.locked_by, j.lease_token, j.cancel_requested
 -- else counted; always recorded in errors (reason 'snoozed', the text or 'snoozed') but never
 -- in last_error, which keeps the job's last real error. A requested cancel sticks here too.
 -- o.reason arrives defaulted per kind (error/dead: 'error', stalled: 'stalled', ...). The
--- batch comes as parallel array literals built by Python in C (ids, attempts, tokens, and
--- each lease's index into tailset), and tailset, a JSON array of the batch's distinct
--- [owner, kind, result, error, reason, retry_delay, digest] (one, in a drain): a JSON object
--- per lease (json_to_recordset) was a fifth of the completer's CPU, per-element list dumping
--- in psycopg a sixth of a draining worker's (both profiled, issue #23). A JSON null reads
--- NULL.
+-- batch is one JSON parameter unpacked by json_to_recordset: encoding it is one C call in the
+-- worker, where parallel arrays cost a sixth of a draining worker's CPU (profiled).
 -- The lease_token is kept and the applied outcome's digest stored, so that finish_replays
 -- can recognise a replay of exactly that outcome (see there).
 -- Completion notification (wait_for_finish): ONE pg_notify per statement on the store's
@@ -224,11 +220,9 @@ RETURNING j.id, j.attempt, j.locked_by, j.lease_token, j.cancel_requested
 WITH clock AS (
     SELECT coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) AS ts
 ), o AS (
-    SELECT l.id, l.attempt, t->>0 AS owner, l.token, t->>1 AS kind, t->>2 AS result,
-           t->>3 AS error, t->>4 AS reason, (t->>5)::float8 AS retry_delay, t->>6 AS digest
-    FROM unnest(%(ids)s::text::bigint[], %(attempts)s::text::int[], %(tokens)s::text::text[],
-                %(tails)s::text::int[]) AS l(id, attempt, token, tail)
-    CROSS JOIN LATERAL (SELECT (%(tailset)s::json -> l.tail)::jsonb AS t) AS x
+    SELECT * FROM json_to_recordset(%(batch)s::json)
+        AS o(id bigint, attempt int, owner text, token text, kind text, result text,
+             error text, reason text, retry_delay float8, digest text)
 ), moved AS (
 UPDATE {schema}.jobs j
 SET status = CASE
