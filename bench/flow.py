@@ -1,7 +1,7 @@
 """``python -m bench.flow``: what flow limits cost a drain (issue #19).
 
     python -m bench.flow [--stores sqlite,postgres,redis] [--runs 3] [--jobs 10000]
-                         [--keys 100] [--per-key 2] [--main /work/main/src] [--out FILE]
+                         [--keys 100] [--per-key 2] [--main ../tether-main/src] [--out FILE]
 
 Per run and store, in this order (the modes interleave, so machine load drifts over all alike):
 

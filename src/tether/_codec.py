@@ -27,6 +27,8 @@ from collections import abc
 from collections.abc import Mapping
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any, Protocol, runtime_checkable
 from uuid import UUID
 
@@ -78,6 +80,13 @@ class JSONCodec:
         self._pydantic: type | None = None  # found on first need: see _pydantic_base
         self._encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False,
                                          separators=(",", ":"), default=self._default)
+        #: json's C encoder made once (issue #23): ``JSONEncoder.encode`` builds a new one,
+        #: and a closure, on every call, which cost four times the encoding of a short
+        #: payload. No cycle markers, so it keeps no state between calls (threads share it);
+        #: a value that refers to itself ends in RecursionError, refused as TypeError by
+        #: to_text like any value JSON cannot write. None where json has no C encoder.
+        self._fast: Any = None if _c_make_encoder is None else _c_make_encoder(
+            None, self._default, encode_basestring, None, ":", ",", False, False, False)
 
     def _model_base(self) -> type | None:
         if self._pydantic is None:
@@ -92,7 +101,9 @@ class JSONCodec:
         """``encode`` and JSON text in one pass of the C encoder (the enqueue hot path); only
         values JSON cannot write reach :meth:`_default`. Same result as ``encode`` then
         ``json.dumps``."""
-        return self._encoder.encode(value)
+        if self._fast is None or isinstance(value, str):
+            return self._encoder.encode(value)
+        return "".join(self._fast(value, 0))
 
     def _default(self, value: Any) -> Any:
         """One level of :meth:`encode` for a value JSON cannot write; the encoder recurses."""

@@ -18,7 +18,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from tether import _logcontext, _parents
+from tether import _logcontext
+from tether import _parents as parents_of
 from tether._codec import DEFAULT_CODEC, Codec, from_text, to_text
 from tether._errors import (
     ConfigError,
@@ -38,6 +39,17 @@ _EVENTS = threading.Lock()  # guards the lazy Event of every context; taken rare
 class JobContext:
     """One attempt of one job, as its handler sees it. ``dedup_key`` names it."""
 
+    # The per-attempt state starts as these class-level defaults and is set on the instance
+    # only when it changes (most attempts never do): the worker builds one context per
+    # claimed job on its fetcher thread, so __init__ stores only what differs per job.
+    _parents: parents_of.Parents | None = None  # read once per attempt
+    # A flag, and an Event only for handlers that actually wait(): building an Event (a
+    # Condition and a Lock) for every job cost ~5 % of a draining worker's CPU.
+    _stopped = False
+    _event: threading.Event | None = None
+    _why: type[Interrupted] | None = None
+    completed_in_transaction = False
+
     def __init__(self, job: JobRecord, store: Leases, codec: Codec = DEFAULT_CODEC,
                  tasks: Callable[[str], Any] | None = None) -> None:
         self.job = job
@@ -47,13 +59,6 @@ class JobContext:
         #: Finds a task by name (the runtime's registry): a parent's result is decoded by its
         #: task's return annotation. None: plain JSON through the codec.
         self._tasks = tasks
-        self._parents: _parents.Parents | None = None  # read once per attempt
-        # A flag, and an Event only for handlers that actually wait(): building an Event (a
-        # Condition and a Lock) for every job cost ~5 % of a draining worker's CPU.
-        self._stopped = False
-        self._event: threading.Event | None = None
-        self._why: type[Interrupted] | None = None
-        self.completed_in_transaction = False
 
     # -- identity ------------------------------------------------------------------------
     @property
@@ -104,9 +109,9 @@ class JobContext:
         return from_text(self.codec, self.job.progress)
 
     # -- workflows -----------------------------------------------------------------------
-    def _read_parents(self) -> _parents.Parents:
+    def _read_parents(self) -> parents_of.Parents:
         if self._parents is None:
-            self._parents = _parents.read(self._store, self.job.id)
+            self._parents = parents_of.read(self._store, self.job.id)
         return self._parents
 
     @property

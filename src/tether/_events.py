@@ -70,7 +70,10 @@ class Events:
         # a copy or a lock.
         self._subscribers: dict[str, tuple[Callback, ...]] = {}
         self._lock = threading.Lock()
-        JobLog(self)  # every worker logs its jobs, however it was started (see tether._logs)
+        # Every worker logs its jobs, however it was started (see tether._logs).
+        self._log = JobLog(self)
+        #: The "claimed" listeners while the JobLog is the only one (see emit_claimed).
+        self._log_alone = self._subscribers["claimed"]
 
     def on(self, name: str, callback: Callback) -> Callback:
         if name not in EVENTS:
@@ -111,6 +114,21 @@ class Events:
                 callback(event)
             except Exception:
                 log.exception("event callback %r for %s failed", callback, name)
+
+    def emit_claimed(self, job_id: int, attempt: int, worker: str, task: str, queue: str,
+                     started: float | None, run_at: float, at: float) -> None:
+        """The ``claimed`` event of a job whose handler started at ``at`` (monotonic);
+        ``started``/``run_at``: the job's claim and due times (the store's clock). While the
+        JobLog is its only listener and writes no start line, only the JobLog's note of the
+        claim is made (no detail dict, no Event, no clock read): once per job, on the
+        handler's path."""
+        subscribers = self._subscribers.get("claimed")
+        if subscribers is self._log_alone and not self._log.logs_starts():
+            self._log.note_claim(job_id, attempt, task, queue, at)
+            return
+        waited = started - run_at if started is not None and started > run_at else 0.0
+        self.emit_job("claimed", job_id, attempt, worker,
+                      {"task": task, "queue": queue, "waited": waited})
 
     @staticmethod
     def _deliver(subscribers: tuple[Callback, ...], event: Event) -> None:

@@ -236,15 +236,27 @@ class JobLog:
         return (f" ({inner})" if inner else "") + took
 
     # -- callbacks -----------------------------------------------------------------------------
-    def claimed(self, event: LoggedEvent) -> None:
-        detail = event.detail
+    @staticmethod
+    def logs_starts() -> bool:
+        """A job's start makes a line (DEBUG): :meth:`claimed` must see the event."""
+        return log.isEnabledFor(logging.DEBUG)
+
+    def note_claim(self, job_id: int | None, attempt: int | None, task: Any, queue: Any,
+                   at: float) -> None:
+        """Remember a claim (for the duration on its end line) that started at ``at``
+        (monotonic): :meth:`claimed` without the line, called directly by the event bus
+        while no one else listens to claims."""
         claims = self._claims
-        claims[(event.job_id, event.attempt)] = (clock.monotonic(), detail.get("task"),
-                                                 detail.get("queue"))
+        claims[(job_id, attempt)] = (at, task, queue)
         if len(claims) > MAX_TRACKED:
             with self._lock:
                 while len(claims) > MAX_TRACKED:
                     claims.pop(next(iter(claims)), None)
+
+    def claimed(self, event: LoggedEvent) -> None:
+        detail = event.detail
+        self.note_claim(event.job_id, event.attempt, detail.get("task"), detail.get("queue"),
+                        clock.monotonic())
         if log.isEnabledFor(logging.DEBUG):
             f = self._fields(event, end=False)
             log.debug("job %s attempt %s started%s", event.job_id, event.attempt,

@@ -7,7 +7,7 @@ limit, so bad input is one clear error at enqueue and nothing is written.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -151,3 +151,29 @@ def make_new_job(
         max_stalls=max_stalls, unique_key=unique_key, limit_key=limit_key, after=parents,
         allow_failure=allow_failure,
     )
+
+
+def check_limit_key(limit_key: str) -> None:
+    """A limit key read from a call's arguments, checked as :func:`make_new_job` checks it."""
+    limits.check_text(limit_key, "limit_key", limit=limits.MAX_UNIQUE_KEY, allow_empty=True)
+
+
+def batch_job(first: NewJob, payload: str, limit_key: str | None) -> NewJob:
+    """A later job of an ``enqueue_many`` batch: ``first`` (made and checked by
+    :func:`make_new_job` with the batch's options, which every job shares) with this call's
+    ``payload`` (from :func:`encode_call`) and ``limit_key`` (the task's ``limit_key=``
+    argument in this call, checked by :func:`check_limit_key`), the one option that differs
+    per call. Positional: a frozen dataclass's keyword ``__init__`` costs twice as much."""
+    return NewJob(first.task, payload, first.queue, first.priority, first.run_at, first.delay,
+                  first.max_attempts, first.max_stalls, first.unique_key, limit_key,
+                  first.after, first.allow_failure)
+
+
+def batch_payloads(codec: Codec, task: str) -> Callable[[Sequence[Any], dict[str, Any]], str]:
+    """:func:`encode_call` for the later calls of an ``enqueue_many`` batch (the same text and
+    refusals; the default codec keeps one C encoder for every call, ``JSONCodec.dumps``)."""
+
+    def payload(args: Sequence[Any], kwargs: dict[str, Any]) -> str:
+        return encode_call(codec, args, kwargs, task)
+
+    return payload

@@ -23,7 +23,18 @@ from tether._backoff import Backoff
 from tether._codec import Codec, JSONCodec, decodes_as_is, to_text, type_hints
 from tether._flow import key_of, key_reader
 from tether._jobid import JobId
-from tether._newjob import OPTIONS, PIPES, After, TaskOptions, check_options, make_new_job
+from tether._newjob import (
+    OPTIONS,
+    PIPES,
+    After,
+    TaskOptions,
+    batch_job,
+    batch_payloads,
+    check_limit_key,
+    check_options,
+    encode_call,
+    make_new_job,
+)
 from tether.stores._contract import FlowLimit, NewJob
 
 if TYPE_CHECKING:
@@ -304,8 +315,23 @@ class Task(Generic[P, R]):
         itself has a parameter with an option's name, the keyword is ambiguous and TypeError
         is raised rather than silently taking it as the option.
         """
-        options = self._split(kwargs)
-        return self.enqueue_with(args, kwargs, **options)
+        if kwargs and not OPTIONS.isdisjoint(kwargs):
+            return self.enqueue_with(args, kwargs, **self._split(kwargs))
+        return JobId(self.runtime.enqueue_jobs([self._plain_job(args, kwargs)])[0])
+
+    def _plain_job(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> NewJob:
+        """:meth:`new_job` for a call without enqueue options (issue #23: the single enqueue's
+        own Python cost). The task's name, queue, priority, max_attempts and max_stalls were
+        checked when it was registered (:func:`check_options`; TaskOptions is frozen), so
+        only what this call brings is checked here: the arguments' fit and encoding, and a
+        limit key read from them (through :meth:`new_job`, which checks it)."""
+        if self._key is not None:
+            return self.new_job(args, kwargs)
+        self.check_call(args, kwargs)
+        opts = self.config
+        return NewJob(task=opts.name, payload=encode_call(self.codec, args, kwargs, opts.name),
+                      queue=opts.queue, priority=opts.priority, max_attempts=opts.max_attempts,
+                      max_stalls=opts.max_stalls)
 
     def enqueue_with(
         self,
@@ -335,12 +361,30 @@ class Task(Generic[P, R]):
 
     def _batch(self, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]],
                options: dict[str, Any]) -> list[NewJob]:
-        jobs = []
+        """The jobs of one ``enqueue_many``. The options are the same for every job, so the
+        first job is made by :meth:`new_job`, which checks them, and each later one is that
+        job with its own payload and limit key (:func:`tether._newjob.batch_job`): only what
+        differs from call to call is checked again (issue #23: the checks of options already
+        checked were a third of the producer's time per job)."""
+        jobs: list[NewJob] = []
+        first: NewJob | None = None
+        payload: Callable[[Sequence[Any], dict[str, Any]], str] | None = None
+        key = self._key
         for call in calls:
             if not (isinstance(call, tuple | list) and len(call) == 2):
                 raise TypeError("enqueue_many takes (args, kwargs) pairs")
-            args, kwargs = call
-            jobs.append(self.new_job(tuple(args), dict(kwargs), **options))
+            args, kwargs = tuple(call[0]), dict(call[1])
+            if first is None:
+                first = self.new_job(args, kwargs, **options)
+                jobs.append(first)
+                payload = batch_payloads(self.codec, self.name)
+                continue
+            assert payload is not None
+            self.check_call(args, kwargs)
+            limit_key = None if key is None else key(args, kwargs)
+            if limit_key is not None:  # checked before the payload, as new_job does
+                check_limit_key(limit_key)
+            jobs.append(batch_job(first, payload(args, kwargs), limit_key))
         return jobs
 
     def enqueue_many(

@@ -320,3 +320,29 @@ def test_big_ints_and_exact_decimals_survive_every_store(make_app: MakeApp) -> N
     with running(app, concurrency=1):
         assert app.wait(job_id, timeout=30) == [10**30 + 1, "0.3"]
     assert app.get_job(job_id).args == [10**30, Decimal("0.1")]
+
+
+def test_the_kept_c_encoder_writes_and_refuses_as_the_standard_one() -> None:
+    """Issue #23: the default codec keeps one C encoder (JSONCodec.dumps) instead of the one
+    JSONEncoder.encode builds per call; it writes what a fresh JSONEncoder writes and refuses
+    the same way."""
+    from tether._codec import DEFAULT_CODEC, JSONCodec, to_text
+
+    plain = JSONCodec()
+    plain._fast = None  # the standard library's encoder, built per call
+
+    def one(value: Any) -> str:
+        return to_text(plain, value, "arguments of t")
+
+    assert DEFAULT_CODEC._fast is not None  # type: ignore[attr-defined]
+    values = [[[], {}], [["é 漢字 🎉", 1.5, None, True], {"k": [1, {"a": "\n\""}]}],
+              [[datetime(2024, 1, 2, tzinfo=UTC), Decimal("1.10"), UUID(int=5), (1, 2)],
+               {}]]
+    for value in values:
+        assert one(value) == to_text(DEFAULT_CODEC, value, "arguments of t")
+    for bad in ([[object()], {}], [[float("nan")], {}], [["\ud800"], {}]):
+        with pytest.raises(TypeError) as batch:
+            one(bad)
+        with pytest.raises(TypeError) as single:
+            to_text(DEFAULT_CODEC, bad, "arguments of t")
+        assert str(batch.value) == str(single.value)

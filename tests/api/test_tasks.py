@@ -82,3 +82,37 @@ def test_arguments_that_do_not_fit_fail_at_enqueue(make_app: Callable[..., tethe
     with caplog.at_level(logging.WARNING, logger="tether.producer"):
         producer.enqueue("fit.add", 1)
     assert not [r for r in caplog.records if r.name == "tether.producer"]
+
+
+def test_enqueue_many_checks_every_job_not_only_the_first(make_app: MakeApp) -> None:
+    """Issue #23: a batch's options are checked once (on its first job), but what differs
+    per call, the arguments, their JSON and the limit key read from them, is checked for
+    every job, and a refusal writes nothing; the store's own check of the batch
+    (tether._limits.check_jobs) still refuses a later job whose fields differ."""
+    from tether._limits import check_jobs
+    from tether.stores import NewJob
+
+    app = make_app()
+
+    @app.task(name="many.keyed", limit_key="tenant")
+    def keyed(tenant: str, n: int) -> None:
+        return None
+
+    with pytest.raises(TypeError, match="JSON-serializable"):
+        keyed.enqueue_many([(("a", 1), {}), (("b", object()), {})])
+    with pytest.raises(ValueError, match="limit_key"):
+        keyed.enqueue_many([(("a", 1), {}), (("x" * 600, 2), {})])
+    with pytest.raises(TypeError, match="limit key"):
+        keyed.enqueue_many([(("a", 1), {}), ((2.5, 2), {})])
+    assert app.store.list_jobs(limit=10) == []
+    ids = keyed.enqueue_many([(("a", i), {}) for i in range(3)] + [(("b", 9), {})],
+                             priority=2, delay=30)
+    got = [app.store.get_job(i) for i in ids]
+    assert [(j.limit_key, j.payload, j.priority) for j in got if j] == [
+        ("a", '[["a",0],{}]', 2), ("a", '[["a",1],{}]', 2), ("a", '[["a",2],{}]', 2),
+        ("b", '[["b",9],{}]', 2)]
+    first = NewJob("t", priority=1)
+    for bad in (NewJob("t", priority=True), NewJob("t", payload="\ud800"),  # type: ignore[arg-type]
+                NewJob("t", limit_key="\x00")):
+        with pytest.raises((ValueError, TypeError), match="job 1 of the batch"):
+            check_jobs([first, bad])

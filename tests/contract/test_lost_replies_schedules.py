@@ -56,7 +56,7 @@ def test_a_reply_lost_before_the_commit_rolls_the_tick_back(
     proxy, lossy = faulty.proxy, faulty.open()
     t0 = store.now()
     lossy.schedule_tick("warm-up", t0, None)
-    proxy.drop_next_reply(b"Take the tick iff")  # schedule_claim's text
+    proxy.drop_next_reply(b"WHERE s.last_tick < excluded.last_tick")  # schedule_claim
     with pytest.raises(StoreUnavailable):
         lossy.schedule_tick("rolled-back", t0, NewJob("t", queue="rb"), now=t0)
     assert proxy.dropped == 1

@@ -44,3 +44,24 @@ def test_a_claimed_job_is_the_row_get_job_reads(pg: PostgresStore) -> None:
     # A replay returns the same jobs, read back as they are now.
     again = pg.claim("w1", ["default"], 10, 30.0, request_id="req:1")
     assert again == [pg.get_job(job.id) for job in claimed]
+
+
+def test_a_batch_that_differs_only_in_payload_keeps_each_one(pg: PostgresStore) -> None:
+    """enqueue_shared (the payloads one array, the rest scalars) writes what enqueue_plain
+    did: every payload in input order, the batch's values on every job; a replay of the call
+    inserts nothing."""
+    jobs = [NewJob("t", payload=f'[["{i}", {text!r}], {{}}]', queue="q,{", priority=-3,
+                   limit_key='k"', max_attempts=4, max_stalls=2, delay=7.5)
+            for i, text in enumerate(AWKWARD * 10)]
+    ids = pg.enqueue(jobs, request_id="shared:1")
+    assert len(set(ids)) == len(jobs) and ids == sorted(ids)
+    assert pg.enqueue(jobs, request_id="shared:1") == ids
+    for job_id, job in zip(ids, jobs, strict=True):
+        got = pg.get_job(job_id)
+        assert got is not None
+        assert (got.task, got.payload, got.queue, got.limit_key, got.priority,
+                got.max_attempts, got.max_stalls, got.status) == (
+            "t", job.payload, "q,{", 'k"', -3, 4, 2, "pending")
+        assert abs(got.run_at - got.created_at - 7.5) < 1e-6
+    due = pg.enqueue([NewJob("t", run_at=1.0e9), NewJob("t", run_at=1.0e9)])
+    assert [pg.get_job(i).run_at for i in due] == [1.0e9, 1.0e9]  # type: ignore[union-attr]

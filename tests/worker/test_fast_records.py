@@ -65,3 +65,17 @@ def test_emit_job_survives_a_failing_callback() -> None:
     events.on("completed", seen.append)
     events.emit_job("completed", 1, 1, "w", {})
     assert len(seen) == 1
+
+
+def test_a_built_record_is_a_record_in_every_respect() -> None:
+    """slot_builder's twin-then-__class__ record: the type, pickling, replace, frozenness."""
+    import dataclasses
+    import pickle
+
+    row = _row()
+    job = job_of(row)
+    assert type(job) is JobRecord and hash(job) == hash(JobRecord(*row))  # type: ignore[arg-type]
+    assert pickle.loads(pickle.dumps(job)) == job
+    assert dataclasses.replace(job, task="other").task == "other"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.task = "x"  # type: ignore[misc]

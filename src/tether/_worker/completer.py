@@ -100,12 +100,17 @@ class Completer(Loop):
         #: by a forced shutdown); None: retry while the leases are trusted.
         self.give_up_at: float | None = None
         self._on_fatal = on_fatal
-        self._queue: queue.SimpleQueue[Pending | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Pending | list[Pending] | None] = queue.SimpleQueue()
         self._flushed = False  # the stop marker came through the queue: all before it written
         self.rejected = 0
 
     def put(self, entry: Running, outcome: Outcome) -> None:
         self._queue.put(Pending(entry, outcome, event_for(entry, outcome)))
+
+    def put_many(self, items: list[tuple[Running, Outcome]]) -> None:
+        """:meth:`put` of each, in one hand-off (one wake-up of the completer's thread)."""
+        self._queue.put([Pending(entry, outcome, event_for(entry, outcome))
+                         for entry, outcome in items])
 
     # ``stop()`` flushes what is queued, then stops: it queues a marker behind the outcomes
     # (``wake``), and the loop ends once the marker comes through (``stopping``).
@@ -122,7 +127,7 @@ class Completer(Loop):
         if first is None:
             self._flushed = True
             return 0.0
-        batch = [first]
+        batch = first if isinstance(first, list) else [first]
         while len(batch) < self.max_batch:
             try:
                 item = self._queue.get_nowait()
@@ -131,7 +136,10 @@ class Completer(Loop):
             if item is None:
                 self._flushed = True
                 break
-            batch.append(item)
+            if isinstance(item, list):  # put_many's (may pass max_batch by a few)
+                batch += item
+            else:
+                batch.append(item)
         self.write(batch, give_up_at=self.give_up_at)
         return 0.0
 

@@ -65,14 +65,14 @@ class Fetcher(Loop):
         pauses: PausedQueues,
         health: StoreHealth,
         *,
-        start: Callable[[JobRecord, float], None],
+        start: Callable[[list[JobRecord], float], None],
         on_fatal: Callable[[BaseException], None],
         flow: Sequence[FlowLimit] = (),
         caps: Mapping[str, int] | None = None,
         concurrency: int = 0,
     ) -> None:
-        """``start(job, trusted_until)``: hand one claimed job to the pool (the worker's: it
-        knows the tasks); the fetcher dispatches the claim after its last job."""
+        """``start(jobs, trusted_until)``: hand one claim's jobs to the pool (the worker's: it
+        knows the tasks), one call per claim; the fetcher dispatches the claim after."""
         super().__init__("tether-fetcher", log=log, on_fatal=on_fatal, died="fetcher died")
         self.store = store
         self.owner = owner
@@ -125,8 +125,7 @@ class Fetcher(Loop):
             except Exception as exc:
                 self._failure(exc, clock.monotonic())
             return 0.0
-        for job in jobs:
-            self._start(job, sent + settings.lease_ttl)
+        self._start(jobs, sent + settings.lease_ttl)
         pool.dispatch()
         return 0.0
 
@@ -212,8 +211,8 @@ class Fetcher(Loop):
             if got is None:
                 return 0.0
             jobs, sent = got
-            for job in jobs:
-                self._start(job, sent + settings.lease_ttl)
+            if jobs:
+                self._start(jobs, sent + settings.lease_ttl)
             claimed |= bool(jobs)
         if claimed:
             pool.dispatch()

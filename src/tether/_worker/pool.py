@@ -31,7 +31,7 @@ from tether._task import Task
 from tether._worker.completer import Completer
 from tether._worker.poolconfig import PoolConfig
 from tether._worker.processes.pool import ProcessPool
-from tether._worker.registry import Registry, Running
+from tether._worker.registry import Held, Registry, Running
 from tether._worker.threads.pool import ThreadPool
 from tether.stores._contract import Outcome, Store
 
@@ -79,6 +79,7 @@ def make_pool(
     on_claimed: Callable[[Running], None],
     on_started: Callable[[Running, float], None],
     on_fatal: Callable[[BaseException], None],
+    settle_many: Callable[[list[Held]], None] | None = None,
     store: Store,
     events: Events,
     completer: Completer,
@@ -92,6 +93,7 @@ def make_pool(
         return ProcessPool(registry, concurrency, settle=settle, on_claimed=on_claimed,
                            on_started=on_started, store=store, events=events, config=config,
                            owner=owner, on_fatal=on_fatal)
-    return ThreadPool(registry, concurrency, settle=settle, on_claimed=on_claimed,
+    return ThreadPool(registry, concurrency, settle=settle, settle_many=settle_many,
+                      on_claimed=on_claimed,
                       on_started=on_started, completer=completer, notify=notify,
                       claim_ahead=claim_ahead)

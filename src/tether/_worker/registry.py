@@ -6,29 +6,36 @@ lease at its own now, which is never earlier than that send, so the store's expi
 earlier than ours: when the store cannot be reached, the worker gives the job up no later than
 the reaper could take it.
 
-A *slot* is taken while a handler runs; it frees the moment the handler returns, so the next
-claim overlaps the write of the previous outcomes (claim, run and finish are pipelined instead of
-serial). The *entry* stays until its outcome is settled (written, rejected, or not to be
-written), so the heartbeater keeps renewing the lease until the outcome has landed. Entries are
-capped at twice the slots, so a slow store cannot pile up unwritten outcomes. Entries are keyed
-by themselves (identity), so a self-zombie's old entry never collides with a new claim of the
-same job (and no lease is hashed, a Python-level call, on the per-job path).
+A *slot* is taken while a handler runs (``-c N``: at most N run at once); it frees as the
+handler returns (a handler thread's at its next take), so the next claim overlaps the write of
+the previous outcomes (claim, run and finish are pipelined instead of serial). The *entry*
+stays until its outcome is settled (written, rejected, or not to be written), so the
+heartbeater keeps renewing the lease until the outcome has landed. Entries are capped at twice
+the slots, so a slow store cannot pile up unwritten outcomes. Entries are keyed by themselves
+(identity), so a self-zombie's old entry never collides with a new claim of the same job (and
+no lease is hashed, a Python-level call, on the per-job path).
 
 *Claimed ahead* (thread pool only): a job claimed before a slot is free for it waits in the
 *backlog*, FIFO, holding its fenced lease and renewed by the heartbeat like any other entry.
-A handler thread :meth:`take` s the oldest when a slot frees; the fetcher hands back
-(:meth:`unqueue`) what waited too long, so a claimed-ahead job never waits behind a
-long-running handler while another worker could run it. An entry is either in the backlog or
-started, never both, and whoever takes it out of the backlog (a handler or a hand-back) is
-the only one that decides its outcome.
+A handler thread :meth:`take_batch` es the oldest when a slot frees, and, while handlers are
+measured short, a few more into its :class:`Hand` (its batch): they hold no slot and start one
+after another on the thread's one slot. The fetcher moves the not-started jobs of a hand back
+to the head of the backlog once the thread's running handler has run ``LAG`` (:meth:`nudge`:
+another thread takes them), and hands back (:meth:`unqueue`, hands first) what waited too
+long, so a claimed-ahead job never waits behind a long-running handler while another worker
+could run it. A not-started entry is in the backlog or in one hand, never both; whoever takes
+it out (a handler starting it or a hand-back) is the only one that decides its outcome.
 
 Each entry goes through two state machines, side by side and forward only:
 
-* its handler's :class:`Stage`: WAITING (in the backlog, no slot) -> RUNNING (holds a slot) ->
-  RETURNED (the slot is free again); a job handed back unstarted goes WAITING -> RETURNED;
-* its outcome's :class:`Settlement`: OPEN -> SETTLING (someone won :meth:`Registry.settle_once`,
-  the only way out of OPEN: exactly one outcome per attempt) -> SETTLED (written, rejected as
-  stale, or not to be written).
+* its handler's :class:`Stage`: WAITING (in the backlog or a hand, no slot) -> RUNNING (holds a
+  slot) -> RETURNED (the slot is free again); a job handed back unstarted goes WAITING ->
+  RETURNED. Within a batch the slot passes from one job to the next (RUNNING -> RETURNED and
+  WAITING -> RUNNING with no lock: the slot count does not change); the last one's slot frees
+  at the thread's next take;
+* its outcome's :class:`Settlement`: OPEN -> SETTLING (someone won :meth:`Registry.settle_once`
+  or :meth:`~Registry.settle_each`, the only ways out of OPEN: exactly one outcome per attempt)
+  -> SETTLED (written, rejected as stale, or not to be written).
 
 They are two machines, not one, because neither waits for the other: a timeout settles an
 attempt whose handler still runs, and a handler returns before its outcome is written. An entry
@@ -46,17 +53,19 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from tether import _clock as clock
 from tether._context import JobContext
 from tether._errors import Interrupted
 from tether._task import Task
-from tether.stores._contract import Lease
+from tether.stores._contract import Lease, Outcome
 
 #: A queued job that waited this long for a handler thread, while a slot was free and every
 #: awake handler thread was held that long by its handler, wakes another thread (seconds).
 LAG = 0.005
+
+_T = TypeVar("_T")
 
 
 class Stage(enum.Enum):
@@ -111,6 +120,55 @@ class Running:
             hook(self, why)
 
 
+#: A decided outcome waiting to be settled (None: nothing to write, see Worker._settle).
+Held = tuple[Running, Outcome | None]
+
+
+def drain(items: deque[_T]) -> list[_T]:
+    """Pop everything from ``items``, oldest first. A deque pop is atomic: what another
+    thread pops at the same moment is its own, and each item leaves exactly once."""
+    out = []
+    while True:
+        try:
+            out.append(items.popleft())
+        except IndexError:
+            return out
+
+
+def _queued_at(entry: Running) -> float:
+    return entry.queued_at
+
+
+def _head_queued_at(hand: Hand) -> float:
+    """When the oldest entry in ``hand`` was queued (inf once the thread emptied it)."""
+    try:
+        return hand.rest[0].queued_at
+    except IndexError:
+        return float("inf")
+
+
+class Hand:
+    """One handler thread's batch: the entries it took in one :meth:`Registry.take_batch`
+    beyond the one it starts at once, oldest first, WAITING and holding no slot.
+
+    The thread starts them one after another on its one slot (the one that returned passes
+    its slot to the next: RUNNING -> RETURNED and WAITING -> RUNNING with no lock, so no
+    change in the slot count), popping each from the left. Under the registry lock, the
+    fetcher takes back what a slow handler holds up (a nudge: the running one has run
+    ``LAG``) or what waited too long (a hand-back), and the thread's next take returns what
+    it did not start. A deque pop is atomic, so each entry leaves a hand exactly once, to
+    whoever popped it: no entry starts twice, none is both started and handed back."""
+
+    __slots__ = ("begun", "held", "rest", "started")
+
+    def __init__(self) -> None:
+        self.rest: deque[Running] = deque()
+        #: Outcomes decided and not settled yet (settled together: see threads/pool.py).
+        self.held: deque[Held] = deque()
+        self.started = 0.0  # when the thread's running entry started (monotonic)
+        self.begun = 0  # entries started from ``rest`` since the last take (see _taken)
+
+
 class Registry:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -128,6 +186,10 @@ class Registry:
         #: hand-over never wakes the fetcher and the completer too).
         self._work = threading.Condition(lock)
         self._backlog: deque[Running] = deque()
+        self._hands: list[Hand] = []  # one per handler thread (see Hand)
+        #: Entries in hands, not started (an upper bound: a thread's own starts from its hand
+        #: are counted off at its next take, so it may count a few started ones a moment longer).
+        self._taken = 0
         self._idle = 0  # handler threads waiting in take()
         self._threads = 0  # handler threads taking jobs (set by each one's first take)
         self._closed = False
@@ -162,9 +224,10 @@ class Registry:
         backlog, plus the claim-ahead allowance; capped so that a slow store cannot pile up
         unwritten outcomes."""
         ahead = self.ahead
-        slots = self.capacity - self._busy - len(self._backlog)
+        queued = len(self._backlog) + self._taken
+        slots = self.capacity - self._busy - queued
         room = 2 * self.capacity + ahead - len(self._entries)
-        if self._backlog and len(self._backlog) * 2 > ahead:
+        if queued and queued * 2 > ahead:
             return min(slots, room)  # refill only once the backlog is half used
         return min(slots + ahead, room)
 
@@ -206,6 +269,7 @@ class Registry:
         CPU gains nothing from one more thread fighting for the GIL)."""
         now = clock.monotonic()
         with self._lock:
+            self._steal(lambda hand: hand.started <= now - waited)
             if not (self._backlog and self._busy < self.capacity
                     and now - self._backlog[0].queued_at >= waited):
                 return
@@ -215,25 +279,41 @@ class Registry:
                 self._work.notify()
 
     def take(self, first: bool = False, done: Running | None = None) -> Running | None:
-        """The oldest queued entry, once a slot is free for it (blocks); None once closed.
-        ``first``: the calling handler thread's first call. ``done``: the entry whose handler
-        this thread just ran, marked returned under the same lock (one acquisition per job)."""
+        """:meth:`take_batch` of one job, on a hand of its own (tests, and callers that run
+        one job per take)."""
+        return self.take_batch(Hand(), [] if done is None else [done], 1, first)
+
+    def take_batch(self, hand: Hand, done: list[Running], most: int,
+                   first: bool = False) -> Running | None:
+        """The oldest queued entry, once a slot is free for it (blocks), with up to
+        ``most - 1`` more queued entries put in ``hand`` (the caller's batch: they hold no
+        slot; the caller starts each on the slot of the one before, see :class:`Hand`); None
+        once closed. ``first``: the calling handler thread's first call. ``done``: the
+        entries this thread ran since its last take (its slot is the last one's), marked
+        returned under the same lock (one acquisition per batch). What is left in ``hand``
+        (a batch cut short) goes back to the head of the backlog."""
         with self._lock:
-            # One look at free() before and one after both changes (marking ``done``, taking
-            # the next): each only raises it, so any threshold crossed in between is crossed
-            # from the first look to the last.
+            # One look at free() before and one after every change (marking ``done``,
+            # taking the next): each only raises it, so any threshold crossed in between is
+            # crossed from the first look to the last.
             was_free = self.free()
-            if done is not None:
-                if done.stage is not _RETURNED:
-                    done.stage = _RETURNED
+            self._taken -= hand.begun
+            hand.begun = 0
+            if hand.rest:
+                self._restore(hand)
+            for entry in done:
+                if entry.stage is not _RETURNED:
+                    entry.stage = _RETURNED
                     self._busy -= 1
-                if done.settlement is _SETTLED:
-                    self._entries.pop(done, None)
-            self._threads += first
+                if entry.settlement is _SETTLED:
+                    self._entries.pop(entry, None)
+            if first:
+                self._threads += 1
+                self._hands.append(hand)
             while not self._closed and not (self._backlog and self._busy < self.capacity):
-                if done is not None:  # wake the waiters the return may concern first
+                if done:  # wake the waiters the return may concern first
                     self._woken(was_free)
-                    was_free, done = self.free(), None
+                    was_free, done = self.free(), []
                 self._idle += 1
                 try:
                     self._work.wait()
@@ -242,12 +322,38 @@ class Registry:
             if self._closed:
                 self._woken(was_free)
                 return None
-            entry = self._backlog.popleft()
+            backlog = self._backlog
+            entry = backlog.popleft()
             self._busy += 1
             entry.stage = _RUNNING
-            entry.started_at = clock.monotonic()
+            entry.started_at = hand.started = clock.monotonic()
+            more = min(most - 1, len(backlog))
+            if more > 0:
+                rest = hand.rest
+                for _ in range(more):
+                    rest.append(backlog.popleft())
+                self._taken += more
             self._woken(was_free)
             return entry
+
+    def _restore(self, hand: Hand) -> None:
+        """Put what is left in ``hand`` back at the head of the backlog (the lock held)."""
+        out = drain(hand.rest)
+        self._taken -= len(out)
+        self._backlog.extendleft(reversed(out))
+
+
+    def _steal(self, which: Callable[[Hand], bool]) -> None:
+        """Put the not-started entries of the hands ``which`` picks back at the head of the
+        backlog, oldest first (the lock held): another thread, or a hand-back, takes them."""
+        stolen: list[Running] = []
+        for hand in self._hands:
+            if hand.rest and which(hand):
+                stolen += drain(hand.rest)
+        if stolen:
+            self._taken -= len(stolen)
+            stolen.sort(key=_queued_at)
+            self._backlog.extendleft(reversed(stolen))
 
     def _woken(self, was_free: int) -> None:
         """Wake the fetcher (and ``wait_empty``) if free() crossed its threshold since it was
@@ -264,21 +370,28 @@ class Registry:
             self._work.notify_all()
 
     def queued(self) -> int:
-        return len(self._backlog)
+        """Entries claimed ahead that have not started (in the backlog or in a hand)."""
+        with self._lock:
+            return len(self._backlog) + sum(len(hand.rest) for hand in self._hands)
 
     def oldest_queued(self) -> float | None:
-        """When the oldest queued entry was queued (monotonic), None if none is."""
-        backlog = self._backlog
-        try:
-            return backlog[0].queued_at
-        except IndexError:
-            return None
+        """When the oldest entry not started yet was queued (monotonic), None if none is."""
+        oldest = None
+        for queue in (self._backlog, *(hand.rest for hand in self._hands)):
+            try:
+                at = queue[0].queued_at
+            except IndexError:
+                continue
+            if oldest is None or at < oldest:
+                oldest = at
+        return oldest
 
     def unqueue(self, queued_before: float = float("inf")) -> list[Running]:
         """Take out of the backlog the entries queued before ``queued_before`` (all by
         default); the caller owns their outcome (they never started: no slot to free)."""
         out = []
         with self._lock:
+            self._steal(lambda hand: _head_queued_at(hand) < queued_before)
             backlog = self._backlog
             while backlog and backlog[0].queued_at < queued_before:
                 entry = backlog.popleft()
@@ -359,6 +472,18 @@ class Registry:
             self._cond.notify_all()
         if async_slot and self._backlog:
             self._work.notify()  # an async handler's slot: no handler thread comes back
+
+    def settle_each(self, items: list[Held]) -> list[Held]:
+        """:meth:`settle_once` of each entry under one lock: the items whose entry this
+        caller won."""
+        won = []
+        with self._lock:
+            for item in items:
+                entry = item[0]
+                if entry.settlement is _OPEN:
+                    entry.settlement = _SETTLING
+                    won.append(item)
+        return won
 
     def settle_once(self, entry: Running) -> bool:
         """Claim the right to decide this attempt's outcome; only the first caller wins."""

@@ -47,7 +47,7 @@ from tether._worker.heartbeater import Heartbeater
 from tether._worker.paused import PausedQueues
 from tether._worker.pool import Pool, make_pool
 from tether._worker.poolconfig import make_pool_config
-from tether._worker.registry import Registry, Running
+from tether._worker.registry import Held, Registry, Running
 from tether._worker.shutdown import Phase, Shutdown
 from tether._worker.signals import SignalWatch
 from tether._worker.startup import open_when_up
@@ -191,6 +191,7 @@ class Worker:
                                        on_fatal=fatal, health=self.health)
             self.pool = make_pool(
                 self._config, self.registry, concurrency=self.concurrency, settle=self._settle,
+                settle_many=self._settle_many,
                 on_claimed=self._claimed, on_started=self.timeouts.arm, on_fatal=fatal,
                 store=store, events=runtime.events, completer=self.completer,
                 notify=self._notify, owner=self.id, claim_ahead=self._claim_ahead)
@@ -349,35 +350,57 @@ class Worker:
             log.warning("could not wake other workers: %s", one_line(exc))
 
     # -- claimed jobs ------------------------------------------------------------------------
-    def _start(self, job: JobRecord, trusted_until: float) -> None:
-        """Hand a claimed job to the pool (the fetcher dispatches the claim after its last
-        job); a job of a task this worker does not know is settled here."""
-        self.claimed += 1
-        entry = Running(JobContext(job, self.store, self.runtime.codec,
-                                   self.runtime.registry.reading_task), trusted_until)
-        task = self.runtime.registry.find_task(job.task)
-        if task is None:
-            self.registry.add(entry)
-            self._claimed(entry)
-            self.registry.settle_once(entry)
-            first = job.task not in self._unknown_warned
-            self._unknown_warned.add(job.task)
-            self._settle(entry, unknown_task_outcome(
-                job, entry.lease, self.id, self.settings.unknown_task_timeout, warn=first))
-            self.registry.mark(entry, returned=True)
-            return
-        if self.shutdown.phase == Phase.FORCED:
-            entry.interrupt(ShuttingDown)
-        self.pool.submit(entry, task)
+    def _start(self, jobs: list[JobRecord], trusted_until: float) -> None:
+        """Hand one claim's jobs to the pool (the fetcher dispatches the claim after); a job
+        of a task this worker does not know is settled here. One call per claim, with what
+        every job needs looked up once: this runs on the fetcher thread for every job."""
+        self.claimed += len(jobs)
+        store, runtime, shutdown, submit = self.store, self.runtime, self.shutdown, \
+            self.pool.submit
+        codec, tasks = runtime.codec, runtime.registry
+        known, reading = tasks.tasks, tasks.reading_task
+        for job in jobs:
+            entry = Running(JobContext(job, store, codec, reading), trusted_until)
+            task = known.get(job.task)
+            if task is None:
+                task = tasks.find_task(job.task)  # imports the include modules, once
+                if task is None:
+                    self._unknown(entry)
+                    continue
+            if shutdown.phase == Phase.FORCED:
+                entry.interrupt(ShuttingDown)
+            submit(entry, task)
+
+    def _unknown(self, entry: Running) -> None:
+        """A claimed job of a task this worker does not know: settled at once (unknown.py)."""
+        job = entry.ctx.job
+        self.registry.add(entry)
+        self._claimed(entry)
+        self.registry.settle_once(entry)
+        first = job.task not in self._unknown_warned
+        self._unknown_warned.add(job.task)
+        self._settle(entry, unknown_task_outcome(
+            job, entry.lease, self.id, self.settings.unknown_task_timeout, warn=first))
+        self.registry.mark(entry, returned=True)
 
     def _claimed(self, entry: Running) -> None:
         """The attempt holds a slot (the pool says when: a thread pool when a handler thread
         takes it from the backlog, a process pool at once)."""
         job = entry.ctx.job
-        started = job.started_at
-        waited = started - job.run_at if started is not None and started > job.run_at else 0.0
-        self.runtime.events.emit_job("claimed", job.id, job.attempt, self.id,
-                                     {"task": job.task, "queue": job.queue, "waited": waited})
+        self.runtime.events.emit_claimed(job.id, job.attempt, self.id, job.task, job.queue,
+                                         job.started_at, job.run_at, entry.started_at)
+
+    def _settle_many(self, items: list[Held]) -> None:
+        """:meth:`_settle` of each (a thread pool's batch), the plain ones (an outcome to
+        write, no timeout armed) handed to the completer in one go."""
+        plain: list[tuple[Running, Outcome]] = []
+        for entry, outcome in items:
+            if outcome is None or entry.extra:
+                self._settle(entry, outcome)
+            else:
+                plain.append((entry, outcome))
+        if plain:
+            self.completer.put_many(plain)
 
     def _settle(self, entry: Running, outcome: Outcome | None) -> None:
         if entry.extra:  # an armed timeout is kept there (most jobs have none: no call)

@@ -75,9 +75,49 @@ class Lease:
     token: str = ""
 
 
-_SET_LEASE_JOB_ID, _SET_LEASE_ATTEMPT, _SET_LEASE_OWNER, _SET_LEASE_TOKEN = (
-    getattr(Lease, name).__set__ for name in ("job_id", "attempt", "owner", "token"))
 _new = object.__new__
+
+
+def _twin(cls: type) -> type:
+    """A plain class with ``cls``'s slots and nothing else: what :func:`slot_builder` fills.
+
+    Why: a frozen slots dataclass can only be filled one field at a time through a C call (its
+    ``__init__`` calls ``object.__setattr__`` per field; ``job_of`` used to call each slot's
+    ``__set__``), about 700 machine instructions a field, 23k a JobRecord. The twin's slots
+    are set by plain attribute stores (``o.x = v``: the interpreter's specialised slot store),
+    and then the object *becomes* a ``cls``: ``__class__`` may be assigned between two classes
+    of the same layout (the same ``__slots__``, no other base), so the result is a ``cls`` in
+    every respect (type, ``==``, ``hash``, pickling, ``replace``).
+    """
+    slots = cls.__dict__["__slots__"]
+    return type(f"_{cls.__name__}Twin", (), {"__slots__": slots, "__module__": __name__})
+
+
+def slot_builder(cls: type, name: str, params: str, values: dict[str, str],
+                 scope: dict[str, Any] | None = None, prelude: str = "") -> Callable[..., Any]:
+    """Generate ``def name(params)`` returning a ``cls`` whose field ``f`` is the Python
+    expression ``values[f]`` (of ``params`` and ``scope``), without ``cls.__init__`` (see
+    :func:`_twin`); every field of ``cls`` must be given. ``prelude``: lines (indented) run
+    first, e.g. a check of the arguments. The text is built from the field
+    names and the caller's own expressions only (as dataclasses generates ``__init__``)."""
+    names = [f.name for f in fields(cls)]
+    if sorted(names) != sorted(values):
+        raise AssertionError(f"{name}: the values do not cover {cls.__name__}: {names}")
+    body = [f"    o.{field_name} = {values[field_name]}" for field_name in names]
+    source = (f"def {name}({params}):\n{prelude}    o = _new(_Twin)\n" + "\n".join(body)
+              + "\n    o.__class__ = _Cls\n    return o\n")
+    env: dict[str, Any] = {**(scope or {}), "_new": _new, "_Twin": _twin(cls), "_Cls": cls}
+    exec(source, env)  # our own text (see above)
+    built: Callable[..., Any] = env[name]
+    built.__module__ = __name__
+    return built
+
+
+#: ``Lease(job_id, attempt, owner, token)`` built the cheap way (:func:`slot_builder`): the
+#: worker reads one per claimed job.
+_lease = slot_builder(Lease, "lease_of", "job_id, attempt, owner, token",
+                      {"job_id": "job_id", "attempt": "attempt", "owner": "owner",
+                       "token": "token"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,39 +202,22 @@ class JobRecord:
             raise ValueError(f"job {self.id} is {self.status}, it holds no lease")
         # Lease(...) without the frozen __init__ (an object.__setattr__ call per field): the
         # worker reads one per claimed job.
-        lease: Lease = _new(Lease)
-        _SET_LEASE_JOB_ID(lease, self.id)
-        _SET_LEASE_ATTEMPT(lease, self.attempt)
-        _SET_LEASE_OWNER(lease, owner)
-        _SET_LEASE_TOKEN(lease, self.lease_token or "")
+        lease: Lease = _lease(self.id, self.attempt, owner, self.lease_token or "")
         return lease
 
 
-#: The slot setters of Job, in field order (see :func:`job_of`).
-_JOB_SETTERS = tuple(getattr(JobRecord, f.name).__set__ for f in fields(JobRecord))
-
-
-def _unrolled_job_of() -> Callable[[Sequence[Any]], JobRecord]:
-    """:func:`job_of`'s body, one setter call per field written out (generated, as dataclasses
-    generates ``__init__``): a loop over ``zip`` costs a third more per job."""
-    lines = [f"    _set{i}(job, values[{i}])" for i in range(len(_JOB_SETTERS))]
-    source = ("def job_of(values):\n"
-              f"    if len(values) != {len(_JOB_SETTERS)}:\n"
-              "        return JobRecord(*values)  # raises the usual TypeError\n"
-              "    job = _new(JobRecord)\n" + "\n".join(lines) + "\n    return job\n")
-    scope: dict[str, Any] = {"JobRecord": JobRecord, "_new": _new}
-    scope.update({f"_set{i}": setter for i, setter in enumerate(_JOB_SETTERS)})
-    exec(source, scope)  # our own text, built from the dataclass's fields
-    built: Callable[[Sequence[Any]], JobRecord] = scope["job_of"]
-    return built
-
-
-#: ``Job(*values)`` for a full row (every field, in order), built without the frozen
-#: dataclass ``__init__``: that sets each of the 28 fields through ``object.__setattr__``, and
-#: a claim builds one Job per job on the worker's hot path. Same object, equal to
-#: ``Job(*values)``; a row of the wrong length is refused as ``Job(*values)`` would.
-job_of = _unrolled_job_of()
-job_of.__module__ = __name__
+#: JobRecord's fields, in order.
+JOB_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(JobRecord))
+#: ``JobRecord(*values)`` for a full row (every field, in order), built without the frozen
+#: dataclass ``__init__`` (:func:`slot_builder`): a claim builds one per job on the worker's
+#: hot path. Same object, equal to ``JobRecord(*values)``; a row of the wrong length is
+#: refused as ``JobRecord(*values)`` would.
+job_of: Callable[[Sequence[Any]], JobRecord] = slot_builder(
+    JobRecord, "job_of", "values",
+    {name: f"values[{i}]" for i, name in enumerate(JOB_FIELDS)},
+    {"JobRecord": JobRecord},
+    prelude=(f"    if len(values) != {len(JOB_FIELDS)}:\n"
+             "        return JobRecord(*values)  # raises the usual TypeError\n"))
 
 
 @dataclass(frozen=True, slots=True)

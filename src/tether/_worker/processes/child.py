@@ -140,7 +140,7 @@ class ChildLoop:
 
     The worker sends jobs ahead (``run``), so the child rarely waits for its parent between
     jobs. Before a handler starts, the child flushes, in ONE write, the outcomes it owes and a
-    ``start`` line for that job: the worker always knows which job runs (a crash ends exactly
+    ``start`` message for that job: the worker always knows which job runs (a crash ends exactly
     that one as a stall; the jobs still queued here never ran and go back as released) and
     when it started (the hard timeout counts from there). Every ``withdraw`` already in the
     pipe is read before a job starts, so a withdrawn job never starts once its withdrawal has

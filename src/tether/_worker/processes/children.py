@@ -7,7 +7,8 @@ tether._worker.processes.child``), not ``multiprocessing``, because:
   store connections, sockets) is copied into it, which a plain fork would do unsafely;
 * the ``spawn`` and ``forkserver`` contexts re-import the parent's ``__main__`` in each child
   (an unguarded ``app.run_worker()`` in a script then starts workers recursively) and pickle
-  the process object; here only JSON text crosses, on two pipes of our own (``wire``);
+  the process object; here only plain values (user data as JSON text) cross, on two pipes
+  of our own (``wire``);
 * signals, sessions and file descriptors are ours to set: the child gets its own session (a
   terminal's Ctrl-C reaches only the worker, which drains), and only its two pipe ends. Its
   session makes it the leader of its own process group, which the worker signals as a whole

@@ -189,6 +189,10 @@ class ProcessPool:
         happen after it (``Child.post``), so the reader never waits on the lock for either. A write
         to a busy child never blocks (``AHEAD_BYTES``, counted with ``wire.run_size``); an idle
         child is reading."""
+        if not self.attempts.waiting:
+            # Nothing waits (the usual case after a read): no need for the lock or a chooser.
+            # Read without the lock, safely: whoever queues an attempt dispatches after.
+            return
         touched: dict[Child, int] = {}
         with self._cond:
             chooser = self.ahead.chooser(clock.monotonic())

@@ -37,7 +37,7 @@ AHEAD = 40
 WITHIN = 0.050
 #: Most bytes of run messages queued in one child's pipe (the Linux pipe buffer is 64 KiB); a
 #: bigger job waits in the worker for an idle child.
-#: Counted with ``wire.run_size``, an upper bound (about 5x a small job's real size), so the
+#: Counted with ``wire.run_size``, an upper bound (5-10x a small job's real size), so the
 #: real bytes stay well under it.
 AHEAD_BYTES = 48 * 1024
 #: Jobs go ahead only behind a task whose handler took less than this (moving average).
@@ -155,6 +155,7 @@ class Chooser:
         self._now = now
         self._index: dict[Child, int] = {}
         self._heap: list[tuple[int, int, Child]] = []  # (load, position in the fleet, child)
+        self._quick: dict[str, bool] = {}  # Ahead.quick per task: the same all dispatch long
         for i, child in enumerate(ahead.fleet.children):
             if not ahead.serving(child) or not self._may_take(child):
                 continue
@@ -186,6 +187,8 @@ class Chooser:
     def took(self, child: Child, task: str) -> None:
         """``child`` got a job of ``task``: it competes again with its new load, if it may
         hold more (nothing goes behind a task not known to be quick)."""
-        if (child.load <= self.depth and self._may_take(child)
-                and self._ahead.quick(task, self._now)):
+        quick = self._quick.get(task)
+        if quick is None:
+            quick = self._quick[task] = self._ahead.quick(task, self._now)
+        if quick and child.load <= self.depth and self._may_take(child):
             heapq.heappush(self._heap, (child.load, self._index[child], child))

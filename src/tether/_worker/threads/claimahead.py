@@ -41,6 +41,10 @@ ALPHA = 0.1
 #: Floor of the mean handler time (a no-op's is a few microseconds; the allowance is capped
 #: by ``claim_batch`` anyway).
 MIN_RUN = 1e-5
+#: Handlers measured shorter than this (mean) run in batches: a handler thread takes up to
+#: BATCH_MOST queued jobs at once, about this many seconds of them (``Registry.take_batch``).
+BATCH_UNDER = LAG / 10
+BATCH_MOST = 32
 
 
 class ClaimAhead:
@@ -58,6 +62,15 @@ class ClaimAhead:
         only delays the mean by one sample)."""
         mean = self.mean
         self.mean = seconds if mean is None else mean + ALPHA * (seconds - mean)
+
+    def batch(self) -> int:
+        """How many queued jobs a handler thread takes at once: one, unless handlers are
+        measured well under :data:`~tether._worker.registry.LAG` (then a batch runs for
+        about :data:`BATCH_UNDER`)."""
+        mean = self.mean
+        if mean is None or mean >= BATCH_UNDER:
+            return 1
+        return min(BATCH_MOST, int(BATCH_UNDER / max(mean, MIN_RUN)))
 
     def update(self, now: float) -> None:
         """Set the registry's claim-ahead allowance for the next claim."""

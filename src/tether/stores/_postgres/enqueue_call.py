@@ -2,8 +2,8 @@
 async producer, so both send the same SQL and write the same request-id replay record.
 
 A batch where some job names parents (``NewJob.after``) runs ``enqueue_after``
-(workflows.sql); a batch without parents or unique keys runs ``enqueue_plain``, the rest
-``enqueue`` (producers.sql).
+(workflows.sql); a batch without parents or unique keys runs ``enqueue_shared`` when its jobs
+differ only in payload, else ``enqueue_plain``; the rest ``enqueue`` (producers.sql).
 
 Checks the batch first (:func:`tether._limits.check_jobs`, the request id), so both raise the
 same ValueError before anything is sent.
@@ -79,10 +79,31 @@ def enqueue_call(
         "limit_keys": [j.limit_key for j in sent],
     }
     if not linked and not first:  # no unique_key in the batch: the plain statement
+        shared = _shared_params(base, sent)
+        if shared is not None:
+            return EnqueueCall("enqueue_shared", shared, slot)
         return EnqueueCall("enqueue_plain", _plain_params(base, sent), slot)
     if not linked:
         return EnqueueCall("enqueue", params, slot)
     return EnqueueCall("enqueue_after", {**params, **_links(jobs, sent)}, slot)
+
+
+def _shared_params(base: dict[str, Any], sent: list[NewJob]) -> dict[str, Any] | None:
+    """``enqueue_shared``'s parameters when every job has the first one's values in all but
+    its payload, else None. Equal values store the same (``True`` and ``1`` as 1, a run_at
+    or delay as float8)."""
+    first = sent[0]
+    head = (first.task, first.queue, first.priority, first.run_at, first.delay,
+            first.max_attempts, first.max_stalls, first.limit_key)
+    for job in sent:
+        if (job.task, job.queue, job.priority, job.run_at, job.delay, job.max_attempts,
+                job.max_stalls, job.limit_key) != head:
+            return None
+    return {**base, "payloads": text_array([j.payload for j in sent]), "task": first.task,
+            "queue": first.queue, "priority": int(first.priority),
+            "run_at": None if first.run_at is None else float(first.run_at),
+            "delay": float(first.delay), "max_attempts": int(first.max_attempts),
+            "max_stalls": int(first.max_stalls), "limit_key": first.limit_key}
 
 
 def _plain_params(base: dict[str, Any], sent: list[NewJob]) -> dict[str, Any]:

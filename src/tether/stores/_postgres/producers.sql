@@ -174,6 +174,47 @@ SELECT x.id FROM (
 ) x
 ORDER BY x.ord
 
+-- name: enqueue_shared
+-- enqueue_plain for a batch whose jobs differ only in their payloads (what one enqueue_many
+-- call makes): the payloads are the one array, every other value a scalar bound once. The
+-- server parsed nine array literals of the batch's length for enqueue_plain and the
+-- producer built them (issue #23). Ids, request record, NOTIFY gate as in enqueue_plain.
+WITH clock AS (
+    SELECT coalesce(to_timestamp(%(now)s::float8), statement_timestamp()) AS ts
+), prior AS (
+    SELECT job_ids FROM {schema}.requests WHERE id = %(request_id)s::text
+), input AS (
+    SELECT nextval('{schema}.jobs_id_seq') AS id, i.payload, i.ord,
+           coalesce(to_timestamp(%(run_at)s::float8),
+                    c.ts + %(delay)s::float8 * interval '1 second') AS due_at,
+           c.ts
+    FROM unnest(%(payloads)s::text::text[]) WITH ORDINALITY AS i(payload, ord)
+         CROSS JOIN clock c
+    WHERE NOT EXISTS (SELECT 1 FROM prior)
+), inserted AS (
+    INSERT INTO {schema}.jobs (id, task, payload, queue, priority, run_at, max_attempts,
+                               max_stalls, created_at, limit_key)
+    SELECT i.id, %(task)s::text, i.payload, %(queue)s::text, %(priority)s::int, i.due_at,
+           %(max_attempts)s::int, %(max_stalls)s::int, i.ts, %(limit_key)s::text
+    FROM input i
+), recorded AS (
+    INSERT INTO {schema}.requests (id, job_ids, created_at)
+    SELECT %(request_id)s::text, array_agg(i.id ORDER BY i.ord), min(i.ts)
+    FROM input i
+    WHERE %(request_id)s::text IS NOT NULL
+    HAVING count(*) > 0
+), notified AS (
+    SELECT count(pg_notify(%(channel)s, %(queue)s::text)) AS n
+    FROM (SELECT 1 FROM input WHERE due_at <= ts LIMIT 1) q
+    WHERE NOT (%(gate)s::bool AND pg_try_advisory_xact_lock(%(jobs_key)s::bigint))
+)
+SELECT x.id FROM (
+    SELECT i.ord, i.id FROM input i CROSS JOIN notified
+    UNION ALL
+    SELECT p.ord, p.id FROM prior, unnest(prior.job_ids) WITH ORDINALITY AS p(id, ord)
+) x
+ORDER BY x.ord
+
 -- name: cancel
 -- pending or waiting -> cancelled at once; running -> cancel_requested (its holder learns at
 -- the next heartbeat, which the NOTIFY on %(signal)s, naming the holder, brings forward: the

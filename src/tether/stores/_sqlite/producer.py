@@ -34,6 +34,37 @@ AIO = queries.load("tether.stores._sqlite", "aio.sql")
 POLL = 0.05
 
 
+def _shared(jobs: Sequence[NewJob]) -> tuple[object, ...] | None:
+    """enqueue_insert_shared's parameters but ``now`` when every job of the batch has the
+    first one's values in all but its payload (task, queue, priority, run_at, delay, budgets,
+    limit key; the caller sends no unique key and no parents here), else None (then
+    enqueue_insert_many, a row of parameters per job). Equal values store the same (``True``
+    and ``1`` bind as 1; run_at is REAL), so the statement binds the first job's."""
+    first = jobs[0]
+    head = (first.task, first.queue, first.priority, first.run_at, first.delay,
+            first.max_attempts, first.max_stalls, first.limit_key)
+    for job in jobs:
+        if (job.task, job.queue, job.priority, job.run_at, job.delay, job.max_attempts,
+                job.max_stalls, job.limit_key) != head:
+            return None
+    payloads = _PAYLOADS.encode([job.payload for job in jobs])
+    return (first.task, first.queue, payloads, first.priority, first.run_at, first.delay,
+            first.max_attempts, first.max_stalls, first.limit_key)
+
+
+#: The payloads of a shared batch as one JSON array of strings (json_each reads it back);
+#: non-ASCII text as it is (the payloads were checked to be valid UTF-8).
+_PAYLOADS = json.JSONEncoder(ensure_ascii=False)
+
+
+class _Replay(Exception):
+    """Raised inside the write transaction to roll back a replayed single enqueue's job."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__(reply)
+        self.reply = reply
+
+
 class SQLiteProducer:
     """The :class:`~tether.stores._contract.Producer` role of :class:`SQLiteStore`."""
 
@@ -59,6 +90,8 @@ class SQLiteProducer:
         request_id = checked_request_id(request_id)
         if not jobs:
             return []
+        if len(jobs) == 1 and jobs[0].unique_key is None and not jobs[0].after:
+            return self._enqueue_one(jobs[0], now, request_id)
         parents = BatchParents.of(jobs)
         if parents is None and len(jobs) > 1 and all(job.unique_key is None for job in jobs):
             return self._enqueue_plain(jobs, now, request_id)
@@ -114,12 +147,32 @@ class SQLiteProducer:
         self.notify(tuple({job.queue for job in jobs}))
         return ids
 
+    def _enqueue_one(self, job: NewJob, now: float | None, request_id: str | None) -> list[int]:
+        """One job without unique_key or parents: two statements in the transaction
+        (enqueue_one, request_put_one), the clock read inside them. A replay is found by the
+        request record's upsert changing no row, after the job was inserted: the job is rolled
+        back with the transaction and the recorded reply returned (replays are rare, the
+        first call is not)."""
+        params = (job.task, job.queue, job.payload, job.priority, job.run_at, job.delay,
+                  job.max_attempts, job.max_stalls, job.limit_key, now)
+        try:
+            with self._db.write() as conn:
+                job_id = int(conn.execute(Q["enqueue_one"], params).lastrowid or 0)
+                if request_id is not None and conn.execute(
+                        Q["request_put_one"], (request_id, f"[{job_id}]", now)).rowcount == 0:
+                    raise _Replay(conn.execute(Q["request_reply"], (request_id,)).fetchone()[0])
+        except _Replay as replay:
+            return [int(i) for i in json.loads(replay.reply)]
+        self.notify((job.queue,))
+        return [job_id]
+
     def _enqueue_plain(
         self, jobs: Sequence[NewJob], now: float | None, request_id: str | None
     ) -> list[int]:
         """A batch without unique keys or parents: one executemany (enqueue_insert_many), the
         ids read back as the consecutive run that ends at the last one inserted."""
-        params = [
+        shared = _shared(jobs)
+        params = [] if shared is not None else [
             (job.task, job.queue, job.payload, job.priority, job.run_at, job.delay,
              job.max_attempts, job.max_stalls, job.limit_key)
             for job in jobs
@@ -133,9 +186,12 @@ class SQLiteProducer:
                 replay = cur.execute(Q["request_find"], request).fetchone()
             if replay is None:
                 tail = (t,)
-                cur.executemany(Q["enqueue_insert_many"], [p + tail for p in params])
+                if shared is not None:
+                    cur.execute(Q["enqueue_insert_shared"], shared + tail)
+                else:
+                    cur.executemany(Q["enqueue_insert_many"], [p + tail for p in params])
                 last = int(cur.execute(Q["last_insert_id"]).fetchone()[0])
-                ids = list(range(last - len(params) + 1, last + 1))
+                ids = list(range(last - len(jobs) + 1, last + 1))
                 if request_id is not None:
                     request["reply"] = json.dumps(ids)
                     cur.execute(Q["request_insert"], request)

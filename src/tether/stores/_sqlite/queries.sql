@@ -83,6 +83,45 @@ INSERT INTO jobs (task, queue, payload, status, priority, run_at, max_attempts, 
 VALUES (?1, ?2, ?3, 'pending', ?4, coalesce(?5, ?10 + ?6), ?7, ?8, ?10,
         lower(hex(randomblob(16))), ?9)
 
+-- name: enqueue_insert_shared
+-- enqueue_insert_many for a batch whose jobs differ only in their payloads (what one
+-- enqueue_many call makes): one statement, the payloads as one JSON array of strings (?3),
+-- every other value bound once. executemany bound and stepped ten parameters per job, three
+-- times a bare three-column executemany's work per job (issue #23, callgrind). ORDER BY
+-- j.key: the rows go in in input order, so the ids are the consecutive run that ends at
+-- last_insert_id, in input order, as after enqueue_insert_many.
+INSERT INTO jobs (task, queue, payload, status, priority, run_at, max_attempts, max_stalls,
+                  created_at, uid, limit_key)
+SELECT ?1, ?2, j.value, 'pending', ?4, coalesce(?5, ?10 + ?6), ?7, ?8, ?10,
+       lower(hex(randomblob(16))), ?9
+FROM json_each(?3) j
+ORDER BY j.key
+-- name: enqueue_one
+-- One job without unique_key or parents (a single enqueue, issue #23): enqueue_insert with
+-- positional parameters (?1 task ... ?9 limit_key as in enqueue_insert_many, ?10 now or NULL)
+-- and the store's clock read inside the statement (the clock query's expression), not in a
+-- statement of its own: a lone enqueue was six statements where the bare INSERT is one.
+INSERT INTO jobs (task, queue, payload, status, priority, run_at, max_attempts, max_stalls,
+                  created_at, uid, limit_key)
+SELECT ?1, ?2, ?3, 'pending', ?4, coalesce(?5, c.now + ?6), ?7, ?8, c.now,
+       lower(hex(randomblob(16))), ?9
+FROM (SELECT coalesce(?10, (julianday('now') - 2440587.5) * 86400.0) AS now) AS c
+
+-- name: request_put_one
+-- enqueue_one's request record, written after its job in the same transaction: one upsert
+-- instead of request_find + request_insert. A record of this id younger than 24 h (the call
+-- is a replay: its reply was lost) is left as it is and the upsert changes no row, which
+-- tells the caller to roll its job back and answer from the record (request_reply); an
+-- older one is taken over, as request_insert's OR REPLACE does. ?3: now or NULL (the clock).
+INSERT INTO requests (kind, id, reply, created_at)
+VALUES ('enqueue', ?1, ?2, coalesce(?3, (julianday('now') - 2440587.5) * 86400.0))
+ON CONFLICT (kind, id) DO UPDATE SET reply = excluded.reply, created_at = excluded.created_at
+WHERE requests.created_at <= excluded.created_at - 86400
+
+-- name: request_reply
+-- The reply recorded for an enqueue's request id (request_put_one found it fresh).
+SELECT reply FROM requests WHERE kind = 'enqueue' AND id = ?1
+
 -- name: last_insert_id
 -- The id of the last row this connection inserted (after enqueue_insert_many, in its
 -- transaction).

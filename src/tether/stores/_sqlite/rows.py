@@ -13,7 +13,7 @@ from tether._limits import check_json_text, check_text
 from tether._text import clean_optional
 from tether.stores import _queries as queries
 from tether.stores._contract import JobRecord, Lease, Outcome
-from tether.stores._records import job_of
+from tether.stores._records import job_of, slot_builder
 
 SCHEMA_VERSION = 8
 Q = queries.load("tether.stores._sqlite", "queries.sql")
@@ -61,9 +61,20 @@ def job_from_row(row: Sequence[Any]) -> JobRecord:
     return job_of((*row[:24], row[24] == 1, *row[25:]))
 
 
-#: The claim's RETURNING is in JobRecord's order with six fields left out (queries.sql, claim);
-#: sorted on (priority, run_at, id) before they are made into jobs.
+#: The claim's RETURNING (queries.sql, claim): JobRecord's fields less the six the claim set.
+_CLAIM_COLUMNS = ("id", "task", "queue", "payload", "priority", "run_at", "attempt",
+                  "max_attempts", "failures", "stall_count", "max_stalls", "interruptions",
+                  "created_at", "finished_at", "last_error", "failure_reason", "result",
+                  "checkpoint", "progress", "unique_key", "errors", "uid", "limit_key", "snoozes")
+#: Sorted on (priority, run_at, id) before they are made into jobs.
 _CLAIM_ORDER = itemgetter(4, 5, 0)
+#: One claimed job from its slim row and what the claim set (slot_builder: no frozen
+#: dataclass __init__, no intermediate full tuple).
+_claimed_job = slot_builder(
+    JobRecord, "claimed_job", "r, owner, lease_until, now, nonce",
+    {**{name: f"r[{i}]" for i, name in enumerate(_CLAIM_COLUMNS)},
+     "status": "'running'", "locked_by": "owner", "lease_until": "lease_until",
+     "started_at": "now", "cancel_requested": "False", "lease_token": "f'{nonce}:{r[0]}'"})
 
 
 def claimed_jobs(rows: list[Any], owner: str, now: float, lease_until: float,
@@ -74,12 +85,8 @@ def claimed_jobs(rows: list[Any], owner: str, now: float, lease_until: float,
     so each job equals what ``get_job`` reads back (issue #23: SQLite copied 30 columns per
     job, Python converted them)."""
     rows.sort(key=_CLAIM_ORDER)
-    return [
-        job_of((r[0], r[1], r[2], r[3], "running", r[4], r[5], r[6], r[7], r[8], r[9], r[10],
-                r[11], owner, lease_until, r[12], now, r[13], r[14], r[15], r[16], r[17], r[18],
-                r[19], False, r[20], f"{nonce}:{r[0]}", r[21], r[22], r[23]))
-        for r in rows
-    ]
+    build = _claimed_job
+    return [build(r, owner, lease_until, now, nonce) for r in rows]
 
 
 def _error_text(o: Outcome) -> str | None:
