@@ -17,6 +17,7 @@ from typing import Any
 
 from tether import _limits as limits
 from tether._errors import JobNotFound
+from tether.stores._batches import only_payloads_differ
 from tether.stores._contract import NewJob
 from tether.stores._postgres.literals import float_array, int_array, text_array
 
@@ -89,16 +90,12 @@ def enqueue_call(
 
 
 def _shared_params(base: dict[str, Any], sent: list[NewJob]) -> dict[str, Any] | None:
-    """``enqueue_shared``'s parameters when every job has the first one's values in all but
-    its payload, else None. Equal values store the same (``True`` and ``1`` as 1, a run_at
-    or delay as float8)."""
+    """``enqueue_shared``'s parameters when only the payloads of the batch differ
+    (``only_payloads_differ``), else None; the first job's other values, as float8 where
+    the statement casts them."""
+    if not only_payloads_differ(sent):
+        return None
     first = sent[0]
-    head = (first.task, first.queue, first.priority, first.run_at, first.delay,
-            first.max_attempts, first.max_stalls, first.limit_key)
-    for job in sent:
-        if (job.task, job.queue, job.priority, job.run_at, job.delay, job.max_attempts,
-                job.max_stalls, job.limit_key) != head:
-            return None
     return {**base, "payloads": text_array([j.payload for j in sent]), "task": first.task,
             "queue": first.queue, "priority": int(first.priority),
             "run_at": None if first.run_at is None else float(first.run_at),

@@ -24,6 +24,7 @@ from tether._errors import JobNotFound
 from tether._limits import check_job_id, check_jobs
 from tether.stores import _queries as queries
 from tether.stores._aio import ThreadedProducer
+from tether.stores._batches import only_payloads_differ
 from tether.stores._contract import AsyncProducer, CancelResult, JobRecord, NewJob, Store
 from tether.stores._sqlite.connection import Connections, guarded
 from tether.stores._sqlite.links import BatchParents, resolve
@@ -35,18 +36,12 @@ POLL = 0.05
 
 
 def _shared(jobs: Sequence[NewJob]) -> tuple[object, ...] | None:
-    """enqueue_insert_shared's parameters but ``now`` when every job of the batch has the
-    first one's values in all but its payload (task, queue, priority, run_at, delay, budgets,
-    limit key; the caller sends no unique key and no parents here), else None (then
-    enqueue_insert_many, a row of parameters per job). Equal values store the same (``True``
-    and ``1`` bind as 1; run_at is REAL), so the statement binds the first job's."""
+    """enqueue_insert_shared's parameters but ``now`` when only the payloads of the batch
+    differ (``only_payloads_differ``), else None (then enqueue_insert_many, a row of
+    parameters per job); the statement binds the first job's other values."""
+    if not only_payloads_differ(jobs):
+        return None
     first = jobs[0]
-    head = (first.task, first.queue, first.priority, first.run_at, first.delay,
-            first.max_attempts, first.max_stalls, first.limit_key)
-    for job in jobs:
-        if (job.task, job.queue, job.priority, job.run_at, job.delay, job.max_attempts,
-                job.max_stalls, job.limit_key) != head:
-            return None
     payloads = _PAYLOADS.encode([job.payload for job in jobs])
     return (first.task, first.queue, payloads, first.priority, first.run_at, first.delay,
             first.max_attempts, first.max_stalls, first.limit_key)
