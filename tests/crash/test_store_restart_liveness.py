@@ -95,6 +95,9 @@ def test_a_store_server_restart_is_not_every_workers_death(
                                     and j.status in ("running", "done") else None),
                            LEASE_WOULD_TAKE, "the killed holder's job to start again")
             assert job.stall_count == 1, job
+            # The claim is in the store before the handler writes its start record.
+            wait_for(lambda: len(_starts(cluster.records("runs"), job_id)) == 2, 30,
+                     "the second attempt's handler to start")
             assert len(_starts(cluster.records("runs"), job_id)) == 2
         finally:
             store.close()

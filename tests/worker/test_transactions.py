@@ -95,8 +95,10 @@ def test_stale_transaction_rolls_back_everything(pg_app: tuple[tether.App, str])
     job_id = slow.enqueue()
     with running(app, concurrency=2):
         wait_until(lambda: status(app, job_id) == "running")
-        # The lease lapses under the first attempt (as if the worker had been paused).
-        app.store.reap_expired(0, now=app.store.now() + 60)
+        # The lease lapses under the first attempt (as if the worker had been paused). The
+        # reap steps over a row another session holds (SKIP LOCKED): a heartbeat renewing
+        # the lease at that moment makes one call reap nothing, so reap until it is taken.
+        wait_until(lambda: app.store.reap_expired(0, now=app.store.now() + 60))
         wait_until(lambda: status(app, job_id) == "done")
         go.set()
         wait_until(lambda: outcome == ["rejected"])
