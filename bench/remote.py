@@ -14,8 +14,9 @@ of the two modes alternates from run to run, so the machine's load drifts over b
 
 **drain**: N no-op jobs loaded directly with ``enqueue_many``, then the worker started; rate
 from its registration in the store to all done (the drain scenario's protocol,
-bench/scenarios/drain.py), and the CPU time (user + system, from ``/proc``) per job of the
-worker and of the server over the same span. Target: remote >= 50 % of direct, per run.
+bench/scenarios/drain.py), and the CPU time (user + system, the kernel's process clock) per
+job of the worker over the same span and of the server from just before the worker's spawn
+(it serves nobody before). Target: remote >= 50 % of direct, per run.
 
 **latency**: an idle worker (``-c 10``); one job every ``--latency-gap`` seconds, enqueued by a
 producer in the same mode (through the server in ``remote``); latency = the handler's
@@ -45,22 +46,20 @@ from pathlib import Path
 
 from bench.apps import RECORD, make_app
 from bench.common import ROOT, STORES, Config, fmt, isolated, percentile
-from bench.procs import RecordFile, WorkerProc, wait_drained, wait_registered, wait_until
+from bench.procs import (
+    RecordFile,
+    WorkerProc,
+    process_cpu_seconds,
+    wait_drained,
+    wait_registered,
+    wait_until,
+)
 from bench.scenarios.drain import load
 
 MODES = ("direct", "remote")
 SCENARIOS = ("drain", "latency")
 DRAIN_TARGET = 50.0  # remote as % of direct, issue #21
 LATENCY_TARGET = 50.0  # ms, p99 of an idle remote worker
-
-
-def _cpu_seconds(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _free_port() -> int:
@@ -160,13 +159,16 @@ def drain_once(kind: str, mode: str, n: int, workdir: str) -> dict[str, float]:
         app = make_app(url)  # the harness reads the store directly, in both modes
         worker: WorkerProc | None = None
         try:
+            # The server's CPU is read before the worker exists (it serves nobody until then):
+            # read after the worker's registration was seen, as the worker's is, a short drain
+            # could be all but over already and the server's share of it read as 0.
+            cpu_s = process_cpu_seconds(server.pid) if server else 0.0
             worker = WorkerProc(worker_url, 10, log_dir=workdir)
             registered = wait_registered(app.store, [worker], timeout=60.0)
             cpu_w = worker.cpu_seconds()
-            cpu_s = _cpu_seconds(server.pid) if server else 0.0
             done = wait_drained(app.store, last, timeout=max(180.0, n / 50), worker=worker)
             cpu_w = worker.cpu_seconds() - cpu_w
-            cpu_s = (_cpu_seconds(server.pid) - cpu_s) if server else 0.0
+            cpu_s = (process_cpu_seconds(server.pid) - cpu_s) if server else 0.0
         finally:
             if worker is not None:
                 worker.stop()
