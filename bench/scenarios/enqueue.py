@@ -11,8 +11,8 @@ blocks of tether enqueues alternate with blocks of bare INSERTs on their own con
 each run's ratio is the median tether block over the median bare block of that run. On a
 machine shared with other work, figures taken a minute apart differ by 2x (issue #10 saw the
 same code at 1.4x and 2.2x), so only a ratio measured under the same load means anything.
-The bare INSERT is also run into tether's own ``jobs`` table (same row shape and indexes), to
-tell what the table costs from what tether's statement and Python add.
+The bare INSERT, single and batch, is also run into tether's own ``jobs`` table (same row shape
+and indexes), to tell what the table costs from what tether's statement and Python add.
 
 tether's enqueue skips its NOTIFY while no worker waits idle (a waiting worker's listener holds
 the store's "jobs key", see producers.sql), as here, where no worker runs. So a third variant,
@@ -65,6 +65,16 @@ def _nothing() -> None:
     return None
 
 
+def _unnest_into_jobs(conn: psycopg.Connection[object], schema: str, m: int) -> object:
+    """The bare batch (one ``INSERT ... SELECT FROM unnest RETURNING id``) into tether's own
+    ``jobs`` table, the columns an enqueue sets and the rest left to their defaults."""
+    return conn.execute(
+        f'INSERT INTO "{schema}".jobs (task, payload, queue, priority, run_at, max_attempts, '
+        "max_stalls, created_at) SELECT t, p, 'default', 0, statement_timestamp(), 5, 3, "
+        "statement_timestamp() FROM unnest(%s::text[], %s::text[]) AS u(t, p) RETURNING id",
+        ([NOOP] * m, ["[[], {}]"] * m)).fetchall()
+
+
 def _insert(conn: psycopg.Connection[object], sql: str) -> Callable[[], object]:
     return lambda: conn.execute(sql, (NOOP, "[[], {}]")).fetchone()
 
@@ -85,6 +95,7 @@ def run(kind: str, cfg: Config) -> list[Figure]:
     many: list[float] = []
     bare_many: list[float] = []
     copy_many: list[float] = []
+    same_many: list[float] = []
     same_s: list[float] = []
     waited_s: list[float] = []
     waited_ratios: list[float] = []
@@ -133,6 +144,10 @@ def run(kind: str, cfg: Config) -> list[Figure]:
                     (many, partial(task.enqueue_many, calls)), (bare_many, partial(w.many, m))]
                 if isinstance(w, inserts.PgWriter):
                     batches.append((copy_many, partial(w.copy, m)))
+                    # The bare batch into tether's own table: what the table (its row
+                    # shape, its indexes) costs, told apart from tether's statement and Python.
+                    batches.append((same_many, partial(_unnest_into_jobs, w.conn,
+                                                       pg_schema(url), m)))
                 for out, fn in batches if run_no % 2 == 0 else batches[::-1]:
                     t0 = time.perf_counter()
                     fn()
@@ -159,6 +174,13 @@ def run(kind: str, cfg: Config) -> list[Figure]:
         figs += [Figure(kind, "enqueue", f"bare COPY ({m:,})", "jobs/s", copy_many),
                  Figure(kind, "enqueue", "enqueue_many / bare COPY (same run)", "x",
                         [t / b for t, b in zip(many, copy_many, strict=True)])]
+    if same_many:
+        figs += [Figure(kind, "enqueue", f"bare unnest INSERT into tether's jobs table ({m:,})",
+                        "jobs/s", same_many,
+                        note="same row shape and indexes as tether's; same run, in turn"),
+                 Figure(kind, "enqueue", "enqueue_many / bare batch into tether's table", "x",
+                        [t / b for t, b in zip(many, same_many, strict=True)],
+                        note="what tether's statement and Python cost over the table's own")]
     ratio = Figure(kind, "enqueue", "single enqueue / bare round trip (same run)", "x",
                    one_ratios, note="ratio of the interleaved blocks' medians, per run")
     per_enqueue = Figure(kind, "enqueue", "single enqueue cost", "ms",
