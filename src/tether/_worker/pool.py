@@ -79,7 +79,7 @@ def make_pool(
     on_claimed: Callable[[Running], None],
     on_started: Callable[[Running, float], None],
     on_fatal: Callable[[BaseException], None],
-    settle_many: Callable[[list[Held]], None] | None = None,
+    settle_many: Callable[[list[Held]], None],
     store: Store,
     events: Events,
     completer: Completer,

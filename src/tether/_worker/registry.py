@@ -51,7 +51,7 @@ import asyncio
 import enum
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -335,6 +335,12 @@ class Registry:
                 self._taken += more
             self._woken(was_free)
             return entry
+
+    def hands(self) -> Sequence[Hand]:
+        """The handler threads' hands, one per thread since its first take (the thread pool
+        reads their held outcomes: ``settle_held_up``). Read without the lock: the list only
+        grows, and a hand's ``held`` is a deque each reader drains atomically."""
+        return self._hands
 
     def _restore(self, hand: Hand) -> None:
         """Put what is left in ``hand`` back at the head of the backlog (the lock held)."""

@@ -60,19 +60,20 @@ class ThreadPool:
         concurrency: int,
         *,
         settle: Callable[[Running, Outcome | None], None],
-        settle_many: Callable[[list[Held]], None] | None = None,
+        settle_many: Callable[[list[Held]], None],
         on_claimed: Callable[[Running], None],
         on_started: Callable[[Running, float], None],
         completer: Completer,
         notify: Callable[[], None],
         claim_ahead: int,
     ) -> None:
-        """``claim_ahead``: most jobs claimed beyond the free slots (0: none)."""
+        """``settle``: one attempt's outcome (an async handler's); ``settle_many``: the
+        outcomes a batch settled at once, in one hand-off to the completer. ``claim_ahead``:
+        most jobs claimed beyond the free slots (0: none)."""
         follow_logs()  # records the handlers log carry their job
         self.registry = registry
         self._settle = settle
-        self._settle_many = settle_many or self._settle_each
-        self._hands: list[Hand] = []  # one per handler thread
+        self._settle_many = settle_many
         self._on_claimed = on_claimed
         self._on_started = on_started
         self.ahead = ClaimAhead(registry, claim_ahead, completer, notify)
@@ -97,10 +98,6 @@ class ThreadPool:
     def claims_ahead(self) -> bool:
         return self.ahead.limit > 0
 
-    def _settle_each(self, items: list[Held]) -> None:
-        for entry, outcome in items:
-            self._settle(entry, outcome)
-
     # -- the fetcher's side --------------------------------------------------------------
     def before_claim(self) -> None:
         """Hand back what waited too long, settle what a slow handler holds up, and set how
@@ -120,7 +117,7 @@ class ThreadPool:
     def wait_at_most(self, seconds: float) -> float:
         """``seconds``, shortened so that the fetcher looks at the backlog, and at outcomes
         held by a handler thread, on time."""
-        if any(hand.held for hand in self._hands):
+        if any(hand.held for hand in self.registry.hands()):
             seconds = min(seconds, LAG)
         return self.ahead.wait_at_most(seconds)
 
@@ -139,8 +136,7 @@ class ThreadPool:
     # -- sync ------------------------------------------------------------------------------
     def _thread_main(self) -> None:
         registry, ahead = self.registry, self.ahead
-        hand = Hand()
-        self._hands.append(hand)
+        hand = Hand()  # the registry keeps it from the first take (Registry.hands)
         first = True
         done: list[Running] = []  # marked returned by the next take, under its lock
         while True:
@@ -222,7 +218,7 @@ class ThreadPool:
         """*fetcher*: settle the outcomes a handler thread holds while its current handler has
         run :data:`~tether._worker.registry.LAG` or more (a slow job after short ones in
         one batch): they are not held up longer than that plus the fetcher's wake-up."""
-        for hand in self._hands:
+        for hand in self.registry.hands():
             if hand.held and hand.started <= now - LAG:
                 self._settle_held(hand)
 
