@@ -1,6 +1,7 @@
 """Smoke runs of issue #23's measuring tools at tiny sizes, so they cannot rot: the bare loops
 and bare writers of every store (bench.bare), the worker process tree's CPU read from /proc,
-and ``python -m bench.speed``. Not timings: each must run and report a positive rate and CPU.
+``python -m bench.speed`` and ``bench.timeline``. Not timings: each must run and report a
+positive rate and CPU.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import bare
+from bench import bare, timeline
 from bench.bare import inserts
 from bench.common import ROOT, Config, isolated
 from bench.procs import tree_cpu_seconds
@@ -78,3 +79,19 @@ def test_speed_tool_runs(kind: str, tmp_path: Path, capsys: pytest.CaptureFixtur
     for name in ("base", "this", "bare"):
         [s] = samples[name]
         assert s["rate"] > 0 and s["cpu_per_job"] > 0
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_timeline_reports_every_part(kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # bench.timeline: a drain cut into parts, each with its rate and the store's own figures.
+    if kind != "sqlite":
+        require_server(kind)
+    rates = timeline.run(kind, 400, 4, 2)
+    out = capsys.readouterr().out
+    assert len(rates) == 4 and all(r > 0 for r in rates)
+    parts = [line for line in out.splitlines() if line.startswith("part ")]
+    assert len(parts) == 4
+    if kind == "redis":
+        assert all("EVALSHA" in line for line in parts)
+    if kind == "postgres":
+        assert all("vacuums" in line for line in parts)
