@@ -26,16 +26,6 @@ from bench.procs import RecordFile, WorkerProc
 TARGET = 0.5
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a live process (Linux /proc), 0 if unreadable."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def startup_once(kind: str, cfg: Config) -> tuple[float, float]:
     """(seconds from spawning the worker to its first job's start, CPU seconds by then)."""
     with isolated(kind, cfg) as url:
@@ -47,7 +37,7 @@ def startup_once(kind: str, cfg: Config) -> tuple[float, float]:
             app.runtime.registry.tasks[RECORD].enqueue(0.0)
             worker = WorkerProc(url, 10, log_dir=cfg.workdir, record=record)
             first = records.wait_for(lambda r: True, 60.0)
-            return first.started - worker.started, cpu_seconds(worker.pid)
+            return first.started - worker.started, worker.cpu_seconds()
         finally:
             if worker is not None:
                 worker.stop()
