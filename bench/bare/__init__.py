@@ -97,9 +97,22 @@ def timed(drain: Callable[[], int], n: int) -> BareResult:
     return BareResult(n, n / max(elapsed, 1e-9), cpu / n)
 
 
+def seed_with_tether(url: str, n: int) -> None:
+    """``n`` no-op jobs enqueued by tether itself (its schema made on the way), for the loops
+    that run over tether's own ``jobs`` table."""
+    from bench.scenarios.drain import load  # the scenarios import this package
+
+    load(url, n)
+
+
+#: Which table a loop runs over: its own slim one, or tether's ``jobs`` (SQL stores only).
+TABLES = ("bare", "jobs")
+
+
 def run_here(kind: str, url: str, n: int, batch: int = BATCH,
-             heartbeat_every: float = HEARTBEAT_EVERY) -> BareResult:
-    """Seed ``n`` rows into the loop's own table / keys under ``url`` and drain them here."""
+             heartbeat_every: float = HEARTBEAT_EVERY, table: str = "bare") -> BareResult:
+    """Seed ``n`` rows into the loop's own table / keys under ``url`` (or, with
+    ``table="jobs"``, enqueue them with tether into its ``jobs`` table) and drain them here."""
     if kind == "postgres":
         from bench.bare import postgres as mod
     elif kind == "sqlite":
@@ -108,19 +121,23 @@ def run_here(kind: str, url: str, n: int, batch: int = BATCH,
         from bench.bare import redis as mod  # type: ignore[no-redef]
     else:
         raise ValueError(f"unknown store {kind!r}")
+    if table == "jobs":
+        if kind == "redis":
+            raise ValueError("the bare loop over tether's own layout is for the SQL stores")
+        return mod.drain_jobs(url, n, batch, heartbeat_every)
     return mod.drain(url, n, batch, heartbeat_every)
 
 
 def run(kind: str, url: str, n: int, batch: int = BATCH,
-        heartbeat_every: float = HEARTBEAT_EVERY) -> BareResult:
+        heartbeat_every: float = HEARTBEAT_EVERY, table: str = "bare") -> BareResult:
     """:func:`run_here` in a fresh interpreter: its CPU is the loop's alone."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(ROOT), *([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])])
     done = subprocess.run(
         [sys.executable, "-m", "bench.bare", kind, url, str(n), str(batch),
-         repr(heartbeat_every)], cwd=str(ROOT), env=env, capture_output=True, text=True,
-        timeout=max(300.0, n / 500), check=False)
+         repr(heartbeat_every), table], cwd=str(ROOT), env=env, capture_output=True,
+        text=True, timeout=max(300.0, n / 500), check=False)
     if done.returncode != 0:
         raise RuntimeError(f"bare {kind} loop failed:\n{done.stderr[-3000:]}")
     return BareResult(**json.loads(done.stdout.strip().splitlines()[-1]))

@@ -6,7 +6,7 @@ import uuid
 
 import psycopg
 
-from bench.bare import BareResult, Heartbeat, Held, timed
+from bench.bare import BareResult, Heartbeat, Held, seed_with_tether, timed
 from bench.common import pg_dsn_schema
 
 # The table: what the protocol needs and nothing more (tether's has ~27 columns).
@@ -59,16 +59,70 @@ WHERE j.id = h.id AND j.token = h.token AND j.status = 'running'
 """
 
 
+# The same protocol on tether's own ``jobs`` table (rows enqueued by tether): what that table,
+# its wide rows and its indexes (primary key, the partial claim index, the flow index, ...),
+# costs the same statements (issue #23). The claim reads tether's claim index
+# (queue, priority, run_at, id); running rows need locked_by.
+JOBS_CLAIM = """
+WITH picked AS (
+    SELECT id FROM "{s}".jobs
+    WHERE status = 'pending' AND queue = 'default' AND run_at <= now()
+    ORDER BY priority, run_at, id LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE "{s}".jobs j
+SET status = 'running', lease_token = %(token)s, locked_by = 'bare',
+    lease_until = now() + interval '30 seconds', attempt = j.attempt + 1
+FROM picked p WHERE j.id = p.id
+RETURNING j.id, j.attempt, j.payload
+"""
+JOBS_FINISH = """
+UPDATE "{s}".jobs j
+SET status = 'done', lease_token = NULL, lease_until = NULL, locked_by = NULL,
+    finished_at = now()
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS o(id, attempt)
+WHERE j.id = o.id AND j.attempt = o.attempt AND j.lease_token = %(token)s
+  AND j.status = 'running'
+"""
+JOBS_RENEW = """
+UPDATE "{s}".jobs j SET lease_until = now() + interval '30 seconds'
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS h(id, token)
+WHERE j.id = h.id AND j.lease_token = h.token AND j.status = 'running'
+"""
+
+
 def drain(url: str, n: int, batch: int, heartbeat_every: float) -> BareResult:
+    """The loop over its own slim table, seeded here."""
     dsn, s = pg_dsn_schema(url)
-    with psycopg.connect(dsn, autocommit=True) as conn, \
-            psycopg.connect(dsn, autocommit=True) as beat_conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{s}"')
         conn.execute(TABLE.format(s=s))
         conn.execute(f'TRUNCATE "{s}".bare_loop')
         conn.execute(SEED.format(s=s), (n,))
         conn.execute(f'ANALYZE "{s}".bare_loop')
-        claim, finish, renew = CLAIM.format(s=s), FINISH.format(s=s), RENEW.format(s=s)
+        result = _loop(dsn, n, batch, heartbeat_every,
+                       (CLAIM.format(s=s), FINISH.format(s=s), RENEW.format(s=s)))
+        conn.execute(f'DROP TABLE "{s}".bare_loop')
+    return result
+
+
+def drain_jobs(url: str, n: int, batch: int, heartbeat_every: float) -> BareResult:
+    """The loop over tether's ``jobs`` table, its rows enqueued by tether (not timed)."""
+    seed_with_tether(url, n)
+    dsn, s = pg_dsn_schema(url)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'ANALYZE "{s}".jobs')
+    return _loop(dsn, n, batch, heartbeat_every,
+                 (JOBS_CLAIM.format(s=s), JOBS_FINISH.format(s=s), JOBS_RENEW.format(s=s)))
+
+
+def _loop(dsn: str, n: int, batch: int, heartbeat_every: float,
+          sql: tuple[str, str, str]) -> BareResult:
+    """Claim, no-op handlers, one fenced finish statement per batch, until nothing is left;
+    a heartbeat thread on its own connection renews what is held."""
+    claim, finish, renew = sql
+    with psycopg.connect(dsn, autocommit=True) as conn, \
+            psycopg.connect(dsn, autocommit=True) as beat_conn:
         held = Held()
 
         def beat(items: dict[int, object]) -> None:
@@ -93,8 +147,6 @@ def drain(url: str, n: int, batch: int, heartbeat_every: float) -> BareResult:
         hb = Heartbeat(held, beat, heartbeat_every)
         hb.start()
         try:
-            result = timed(loop, n)
+            return timed(loop, n)
         finally:
             hb.stop()
-        conn.execute(f'DROP TABLE "{s}".bare_loop')
-    return result

@@ -13,7 +13,9 @@ no job is pending or running. Per run:
 * at the defaults, the bare loop (bench.bare: batch of 100, lease + per-claim token, no-op
   handlers, one fenced batch finish, a heartbeat thread) drains N rows of its own table / keys
   in the same store, in a fresh process; the order tether/bare alternates from run to run, and
-  each run's ratio is that run's tether rate over its bare rate.
+  each run's ratio is that run's tether rate over its bare rate. On the SQL stores the same
+  loop also drains N jobs enqueued by tether in tether's own ``jobs`` table (a fresh store):
+  the table's share of the gap, told from the worker's.
 
 Issue #23's targets at the defaults (``-c 10``, thread pool): worker CPU per job <= 20 us on
 PostgreSQL and Redis, <= 15 us on SQLite; drain >= 0.6 x the bare loop on PostgreSQL, >= 0.5 x
@@ -33,6 +35,9 @@ SQLITE_TARGET = 15_000.0
 DEFAULT_C = 10  # tether worker's default concurrency: the figures that carry the targets
 #: Issue #23: worker CPU per job (us) at the defaults.
 CPU_TARGET_US = {"sqlite": 15.0, "postgres": 20.0, "redis": 20.0}
+#: Stores whose bare loop also runs over tether's own ``jobs`` table (its rows, its indexes):
+#: the share of the gap that is the table, told from tether's Python.
+ON_JOBS_TABLE = ("sqlite", "postgres")
 #: Issue #23: the drain at the defaults over the bare loop of the same store.
 BARE_RATIO_TARGET = {"sqlite": 0.3, "postgres": 0.6, "redis": 0.5}
 
@@ -79,6 +84,10 @@ def drain_once(kind: str, cfg: Config, n: int, concurrency: int,
         if with_bare and not bare_first:
             r = bare.run(kind, url, n, cfg.claim_batch)
             out.update(bare=r.rate, bare_cpu=r.cpu_per_job)
+    if with_bare and kind in ON_JOBS_TABLE:
+        with isolated(kind, cfg) as url:  # a fresh jobs table, as tether's drain had
+            r = bare.run(kind, url, n, cfg.claim_batch, table="jobs")
+            out.update(bare_jobs=r.rate, bare_jobs_cpu=r.cpu_per_job)
     return out
 
 
@@ -143,7 +152,19 @@ def _bare(kind: str, cfg: Config, runs: list[dict[str, float]]) -> list[Figure]:
     ratio.expect(">=", BARE_RATIO_TARGET[kind])
     cpu_x = Figure(kind, "drain", "worker CPU per job / bare loop's", "x",
                    [r["cpu"] / max(r["bare_cpu"], 1e-9) for r in runs])
-    return [ref, ref_cpu, ratio, cpu_x]
+    figs = [ref, ref_cpu, ratio, cpu_x]
+    if all("bare_jobs" in r for r in runs):
+        figs += [
+            Figure(kind, "drain", f"bare loop over tether's jobs table ({n:,})", "jobs/s",
+                   [r["bare_jobs"] for r in runs],
+                   note="the same statements on tether's own table, rows enqueued by tether"),
+            Figure(kind, "drain", "bare loop: tether's table / its own slim one", "x",
+                   [r["bare_jobs"] / r["bare"] for r in runs],
+                   note="what the jobs table alone costs the protocol"),
+            Figure(kind, "drain", "tether drain / bare loop over tether's table", "x",
+                   [r["steady"] / r["bare_jobs"] for r in runs],
+                   note="what tether's worker costs beyond its table")]
+    return figs
 
 
 def _saq(kind: str, cfg: Config, fig: Figure) -> list[Figure]:

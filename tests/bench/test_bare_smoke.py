@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench import bare, timeline
+from bench.apps import make_app
 from bench.bare import inserts
 from bench.common import ROOT, Config, isolated
 from bench.procs import tree_cpu_seconds
@@ -32,6 +33,22 @@ def test_bare_loop_drains_and_reports(kind: str) -> None:
         result = bare.run(kind, url, 300, batch=100, heartbeat_every=0.01)
     assert result.jobs == 300
     assert result.rate > 0 and result.cpu_per_job > 0
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_bare_loop_over_tethers_own_table_finishes_every_job(kind: str) -> None:
+    # The same protocol over tether's jobs table: every row tether enqueued ends done, fenced.
+    if kind != "sqlite":
+        require_server(kind)
+    with isolated(kind, Config()) as url:
+        result = bare.run(kind, url, 300, batch=100, heartbeat_every=0.01, table="jobs")
+        app = make_app(url)
+        try:
+            counts = {c.status: c.count for c in app.store.counts()}
+        finally:
+            app.close()
+    assert result.jobs == 300 and result.rate > 0 and result.cpu_per_job > 0
+    assert counts == {"done": 300}
 
 
 @pytest.mark.parametrize("kind", STORE_KINDS)

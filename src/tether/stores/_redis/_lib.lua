@@ -27,11 +27,13 @@ local function room()
   redis.call('ZADD', P .. ':room', 'XX', 0, '-')
 end
 
+-- The third value is TIME's own reply (nil when the caller gave the time): enqueue_insert salts
+-- its uids with it instead of asking the server's clock a second time.
 local function clock(arg)
   if arg ~= nil and arg ~= '' then return tonumber(arg), arg end
   local t = redis.call('TIME')
   local s = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
-  return tonumber(s), s
+  return tonumber(s), s, t
 end
 
 local function move_idx(id, q, old, new)
@@ -117,14 +119,18 @@ local function bulk(cmd, key, args)
   end
 end
 
--- Append to the list t[key] (made on first use): the groups bulk() then writes.
-local function push(t, key, ...)
+-- Append a (and b, when given) to the list t[key] (made on first use): the groups bulk() then
+-- writes. Two named values, not `...`: packing them in a table to loop over was a quarter of
+-- enqueue_many's per-job server time (issue #23); every caller appends one or two.
+local function push(t, key, a, b)
   local l = t[key]
   if not l then
     l = {}
     t[key] = l
   end
-  for _, x in ipairs({...}) do l[#l + 1] = x end
+  local n = #l
+  l[n + 1] = a
+  if b ~= nil then l[n + 2] = b end
 end
 
 -- Append values to the flat list l (the field/value pairs of one HSET).
@@ -339,25 +345,40 @@ local MAX_INT32, MAX_EPOCH, MAX_DELAY = 2147483647, 253402300799, 3155760000
 local function finite(x, low, high) return x ~= nil and x == x and x >= low and x <= high end
 local function whole(x, low, high) return finite(x, low, high) and math.floor(x) == x end
 
+-- A job whose fields after its payload are the very texts of the last job checked whole passes
+-- as that one did, so only its task name is looked at (an enqueue_many batch repeats its
+-- options: parsing them again per job was a tenth of its server time, issue #23). Lua
+-- interns strings, so comparing two equal texts is one pointer compare.
+local function same_options(A, prev, i)
+  for j = 2, ENQ_N - 1 do
+    if A[prev + j] ~= A[i + j] then return false end
+  end
+  return true
+end
+
 -- nil when the batch is fine, else an error reply naming the first bad field.
 local function enqueue_check(first)
-  if (#ARGV - first + 1) % ENQ_N ~= 0 then
+  local A = ARGV  -- a local: read per field of every job
+  if (#A - first + 1) % ENQ_N ~= 0 then
     return redis.error_reply('ERR enqueue: bad argument count')
   end
   local n = 0
-  for i = first, #ARGV, ENQ_N do
+  local prev = nil  -- the last job checked whole (and found fine)
+  for i = first, #A, ENQ_N do
     n = n + 1
     local bad = nil
-    if ARGV[i] == '' then bad = 'task name'
-    elseif ARGV[i + 2] == '' then bad = 'queue'
-    elseif not whole(tonumber(ARGV[i + 3]), -MAX_INT32 - 1, MAX_INT32) then bad = 'priority'
-    elseif ARGV[i + 4] ~= '' and not finite(tonumber(ARGV[i + 4]), 0, MAX_EPOCH) then bad = 'run_at'
-    elseif not finite(tonumber(ARGV[i + 5]), 0, MAX_DELAY) then bad = 'delay'
-    elseif not whole(tonumber(ARGV[i + 6]), 1, MAX_INT32) then bad = 'max_attempts'
-    elseif not whole(tonumber(ARGV[i + 7]), 1, MAX_INT32) then bad = 'max_stalls'
-    elseif ARGV[i + 8] == '1' and ARGV[i + 9] == '' then bad = 'unique_key'
-    elseif ARGV[i + 12] ~= '0' and ARGV[i + 12] ~= '1' then bad = 'allow_failure'
-    elseif string.find(ARGV[i + 13], '[^%d,]') then bad = 'after'
+    if A[i] == '' then bad = 'task name'
+    elseif prev and same_options(A, prev, i) then bad = nil
+    elseif A[i + 2] == '' then bad = 'queue'
+    elseif not whole(tonumber(A[i + 3]), -MAX_INT32 - 1, MAX_INT32) then bad = 'priority'
+    elseif A[i + 4] ~= '' and not finite(tonumber(A[i + 4]), 0, MAX_EPOCH) then bad = 'run_at'
+    elseif not finite(tonumber(A[i + 5]), 0, MAX_DELAY) then bad = 'delay'
+    elseif not whole(tonumber(A[i + 6]), 1, MAX_INT32) then bad = 'max_attempts'
+    elseif not whole(tonumber(A[i + 7]), 1, MAX_INT32) then bad = 'max_stalls'
+    elseif A[i + 8] == '1' and A[i + 9] == '' then bad = 'unique_key'
+    elseif A[i + 12] ~= '0' and A[i + 12] ~= '1' then bad = 'allow_failure'
+    elseif string.find(A[i + 13], '[^%d,]') then bad = 'after'
+    else prev = i
     end
     if bad then
       return redis.error_reply('ERR enqueue refused, nothing written: job ' .. (n - 1)
@@ -442,26 +463,57 @@ end
 -- uid: never reused, unlike the id (a restart without persistence or a failover to a replica
 -- that lagged starts the counter again). SHA-1 of the server's own microsecond clock, the id
 -- and the prefix: the same id handed out again comes at another microsecond, and no argument
--- is added.
+-- is added. t: the clock's TIME reply when the script's time came from the server (clock's
+-- third value), so the salt costs no second TIME; nil when the caller gave the time (tests):
+-- the salt then still reads the server's clock, so a given `now` never repeats a uid.
 -- A job with `after` starts (invariant 6) pending when every parent resolved already,
 -- cancelled (dependency_failed, terminal at once: it holds no unique key) when one failed,
 -- else waiting: in its status index only, never in a pending zset, so no claim can see it.
--- Cost per job: one HSET of all its fields. The id counter is read once and written once
--- (the ids are INCR's: last + 1 each, in input order, all inside this atomic script), and
--- the index writes of the batch (P:queues, pending zsets and levels, status indexes) are
--- gathered and made once per key at the end: enqueue_many of 10,000 jobs was six calls per
--- job. Nothing in this script reads those indexes before they are written.
-local function enqueue_insert(first, now, now_s, pstat)
+-- Cost per job: one HSET of all its fields. The ids are INCR's: last + 1 each, in input
+-- order, all inside this atomic script. A batch without unique keys takes exactly one id per
+-- job, so ONE INCRBY of the batch's size reserves them up front; only a batch that may reuse
+-- a live holder's id (a unique key) reads the counter once and writes it once. The index
+-- writes of the batch (P:queues, pending zsets and levels, status indexes) are gathered and
+-- made once per key at the end: enqueue_many of 10,000 jobs was six calls per job. Nothing
+-- in this script reads those indexes before they are written. A batch of one job (every
+-- task.enqueue) writes them directly: gathering them costs more tables than it saves calls.
+-- Server time (issue #23): redis.call turns every Lua number argument into text with
+-- snprintf('%.17g'), which costs about what a short command does, so constant values go as
+-- strings ('0') and a computed run_at as the text it is stored with (fmt, the same %.17g).
+-- The hash's field list is made once per batch and only its per-job slots rewritten.
+local function enqueue_insert(first, now, now_s, pstat, t)
+  local A = ARGV  -- a local: read per field of every job
   local out, woken, acc = {}, {}, {children = {}, waiters = {}}
-  local t = redis.call('TIME')
+  t = t or redis.call('TIME')
   local salt = P .. ':' .. t[1] .. '.' .. t[2] .. ':'
-  local last = tonumber(redis.call('GET', P .. ':ids') or '0')
+  local njobs = (#A - first + 1) / ENQ_N
+  local one = njobs == 1
+  local counted = true  -- every job takes an id: no unique key in the batch
+  for i = first + 8, #A, ENQ_N do
+    if A[i] == '1' then
+      counted = false
+      break
+    end
+  end
+  local last
+  if counted then
+    last = redis.call('INCRBY', P .. ':ids', string.format('%d', njobs)) - njobs
+  else
+    last = tonumber(redis.call('GET', P .. ':ids') or '0')
+  end
   local first_last = last
   local queues, pend, levels, idx_in = {}, {}, {}, {}
-  for i = first, #ARGV, ENQ_N do
-    local task, payload, q, prio = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local delay_s, delay_at, delay_at_s  -- the last delay's text and its run_at (number, text)
+  -- the HSET's field/value list; slots 2, 4, ..., 34 change per job, 35 on are the optional
+  -- fields (nf: how many of the list this job's HSET sends)
+  local fields = {'id', '', 'task', '', 'queue', '', 'payload', '', 'status', '', 'priority', '',
+    'run_at', '', 'attempt', '0', 'max_attempts', '', 'failures', '0', 'stall_count', '0',
+    'max_stalls', '', 'interruptions', '0', 'created_at', now_s, 'cancel_requested', '0',
+    'errors', '[]', 'uid', ''}
+  for i = first, #A, ENQ_N do
+    local task, payload, q, prio = A[i], A[i + 1], A[i + 2], A[i + 3]
     local ukey = nil
-    if ARGV[i + 8] == '1' then ukey = ARGV[i + 9] end
+    if A[i + 8] == '1' then ukey = A[i + 9] end
     local existing = nil
     if ukey then
       existing = redis.call('HGET', P .. ':unique', ukey)
@@ -474,48 +526,80 @@ local function enqueue_insert(first, now, now_s, pstat)
       out[#out + 1] = tonumber(existing)
     else
       local status, parents, open, nopen, failed_by = 'pending', nil, nil, 0, nil
-      if ARGV[i + 13] ~= '' then
-        parents, open, nopen, failed_by = enqueue_links(ARGV[i + 13], ARGV[i + 12] == '1',
+      if A[i + 13] ~= '' then
+        parents, open, nopen, failed_by = enqueue_links(A[i + 13], A[i + 12] == '1',
           pstat)
         if failed_by then status = 'cancelled' elseif nopen > 0 then status = 'waiting' end
       end
       last = last + 1
       local id = string.format('%d', last)
-      local run_at, run_at_s
-      if ARGV[i + 4] ~= '' then
-        run_at, run_at_s = tonumber(ARGV[i + 4]), ARGV[i + 4]
+      -- score: the pending zset's; the stored text when computed (fmt: what Redis would
+      -- make of the number), the number when given (Redis formats it, as it always did)
+      local run_at, run_at_s, score
+      if A[i + 4] ~= '' then
+        run_at, run_at_s = tonumber(A[i + 4]), A[i + 4]
+        score = run_at
       else
-        run_at = now + tonumber(ARGV[i + 5])
-        run_at_s = fmt(run_at)
+        -- a batch's jobs share their delay: the sum and its text are made once
+        if A[i + 5] ~= delay_s then
+          delay_s = A[i + 5]
+          delay_at = now + tonumber(delay_s)
+          delay_at_s = fmt(delay_at)
+        end
+        run_at, run_at_s = delay_at, delay_at_s
+        score = run_at_s
       end
       local k = jk(id)
-      local fields = {'id', id, 'task', task, 'queue', q, 'payload', payload,
-        'status', status, 'priority', prio, 'run_at', run_at_s, 'attempt', 0,
-        'max_attempts', ARGV[i + 6], 'failures', 0, 'stall_count', 0,
-        'max_stalls', ARGV[i + 7], 'interruptions', 0, 'created_at', now_s,
-        'cancel_requested', 0, 'errors', '[]',
-        'uid', string.sub(redis.sha1hex(salt .. id), 1, 32)}
+      fields[2], fields[4], fields[6], fields[8] = id, task, q, payload
+      fields[10], fields[12], fields[14] = status, prio, run_at_s
+      fields[18], fields[24] = A[i + 6], A[i + 7]
+      fields[34] = string.sub(redis.sha1hex(salt .. id), 1, 32)
+      local nf = 34
       -- limit_key (issue 19): absent field = None; '' is a key of its own, so the flag decides
-      if ARGV[i + 10] == '1' then add(fields, 'limit_key', ARGV[i + 11]) end
-      if ukey then add(fields, 'unique_key', ukey) end
+      if A[i + 10] == '1' then
+        fields[nf + 1], fields[nf + 2] = 'limit_key', A[i + 11]
+        nf = nf + 2
+      end
+      if ukey then
+        fields[nf + 1], fields[nf + 2] = 'unique_key', ukey
+        nf = nf + 2
+      end
       if parents then
         -- waiting_on marks a job with parents (prune and purge unlink it by this field)
-        add(fields, 'waiting_on', status == 'waiting' and nopen or 0)
-        if ARGV[i + 12] == '1' then add(fields, 'allow_failure', 1) end
+        fields[nf + 1], fields[nf + 2] = 'waiting_on', status == 'waiting' and nopen or '0'
+        nf = nf + 2
+        if A[i + 12] == '1' then
+          fields[nf + 1], fields[nf + 2] = 'allow_failure', '1'
+          nf = nf + 2
+        end
       end
-      redis.call('HSET', k, unpack(fields))
+      redis.call('HSET', k, unpack(fields, 1, nf))
       -- a live job holds its key; one cancelled at insert never does
       if ukey and status ~= 'cancelled' then redis.call('HSET', P .. ':unique', ukey, id) end
-      queues[q] = true
+      if one then
+        redis.call('SADD', P .. ':queues', q)
+      else
+        queues[q] = true
+      end
       if parents then enqueue_link(acc, id, parents, open, status == 'waiting') end
       if status == 'pending' then
-        local lk = q .. '\n' .. prio
-        levels[lk] = {q, prio}
-        push(pend, lk, run_at, pad(id))
-        push(idx_in, P .. ':idx:' .. q .. ':pending', id, id)
+        if one then
+          redis.call('ZADD', P .. ':pending:' .. q .. ':' .. prio, score, pad(last))
+          redis.call('ZADD', P .. ':prios:' .. q, prio, prio)
+          redis.call('ZADD', P .. ':idx:' .. q .. ':pending', id, id)
+        else
+          local lk = q .. '\n' .. prio
+          if not levels[lk] then levels[lk] = {q, prio} end
+          push(pend, lk, score, pad(last))
+          push(idx_in, P .. ':idx:' .. q .. ':pending', id, id)
+        end
         woken[q] = true
       elseif status == 'waiting' then
-        push(idx_in, P .. ':idx:' .. q .. ':waiting', id, id)
+        if one then
+          redis.call('ZADD', P .. ':idx:' .. q .. ':waiting', id, id)
+        else
+          push(idx_in, P .. ':idx:' .. q .. ':waiting', id, id)
+        end
       else
         -- ended before it began: the shape every dependency cancel has (resolve_links)
         redis.call('HSET', k, 'failure_reason', DEP_FAILED)
@@ -527,7 +611,9 @@ local function enqueue_insert(first, now, now_s, pstat)
     end
   end
   -- the gathered writes, one call per key (add_pending and move_idx for the whole batch)
-  if last ~= first_last then redis.call('SET', P .. ':ids', string.format('%d', last)) end
+  if not counted and last ~= first_last then
+    redis.call('SET', P .. ':ids', string.format('%d', last))
+  end
   local names = {}
   for q in pairs(queues) do names[#names + 1] = q end
   if #names > 0 then bulk('SADD', P .. ':queues', names) end

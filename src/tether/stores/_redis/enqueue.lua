@@ -12,7 +12,9 @@
 -- ARGV: P, now|'', rid|'', rid_ttl_ms, then per job the 14 fields of enqueue_check.
 -- Returns the ids in input order (integers). A job cancelled at insert (a parent failed) is
 -- published on P:done (announce).
-local now, now_s = clock(ARGV[2])
+-- t: TIME's reply when the time is the server's; enqueue_insert salts the uids with it (one
+-- TIME per call, not two)
+local now, now_s, t = clock(ARGV[2])
 local rid, rid_ttl = ARGV[3], ARGV[4]
 local seen = req_get('enqueue', rid)
 if seen then return split_ids(seen) end
@@ -21,7 +23,7 @@ local bad = enqueue_check(5)
 if bad then return bad end
 local pstat, unknown = enqueue_parents(5)
 if unknown then return {'unknown_parent', unknown} end
-local out, woken = enqueue_insert(5, now, now_s, pstat)
+local out, woken = enqueue_insert(5, now, now_s, pstat, t)
 req_put('enqueue', rid, join_ids(out), rid_ttl)
 wake(woken)
 announce()

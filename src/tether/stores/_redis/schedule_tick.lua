@@ -10,7 +10,7 @@
 -- ARGV: P, now|'', name, tick, spec ('' keeps the recorded one, else '=' .. spec), then 0 or
 -- 14 job fields (see enqueue_check).
 -- Returns the job id, or -1 when the tick was taken already / a skip was recorded.
-local now, now_s = clock(ARGV[2])
+local now, now_s, t = clock(ARGV[2])  -- t: the uids' salt (enqueue_insert)
 room()  -- at the memory limit, fail here before the first write (_lib.lua)
 local name, tick, spec = ARGV[3], ARGV[4], ARGV[5]
 local has_job = #ARGV > 5
@@ -31,7 +31,7 @@ redis.call('HSET', k, 'last_tick', tick, 'updated_at', now_s)
 -- the spec rides with the tick it was recorded with (same script, so the two never disagree)
 if spec ~= '' then redis.call('HSET', k, 'spec', string.sub(spec, 2)) end
 if not has_job then return -1 end
-local out, woken = enqueue_insert(6, now, now_s, pstat)
+local out, woken = enqueue_insert(6, now, now_s, pstat, t)
 redis.call('HSET', k, 'last_job_id', out[1])
 wake(woken)
 announce()  -- no-op unless the job was cancelled at insert (a parent failed)
