@@ -253,6 +253,10 @@ class JobLog:
                 while len(claims) > MAX_TRACKED:
                     claims.pop(next(iter(claims)), None)
 
+    def forget(self, job_id: int | None, attempt: int | None) -> None:
+        """Drop a claim whose end makes no line (see :meth:`completed`)."""
+        self._claims.pop((job_id, attempt), None)
+
     def claimed(self, event: LoggedEvent) -> None:
         detail = event.detail
         self.note_claim(event.job_id, event.attempt, detail.get("task"), detail.get("queue"),
@@ -264,7 +268,7 @@ class JobLog:
 
     def completed(self, event: LoggedEvent) -> None:
         if not log.isEnabledFor(logging.DEBUG):  # the per-job hot path: no line to build
-            self._claims.pop((event.job_id, event.attempt), None)
+            self.forget(event.job_id, event.attempt)
             return
         f = self._fields(event, end=True)
         f["outcome"] = "done"

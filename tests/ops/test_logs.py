@@ -75,6 +75,28 @@ def test_each_failure_retry_and_dead_letter_is_one_line(
     assert "no point retrying" in fail[0].getMessage()
 
 
+def test_done_jobs_are_forgotten_quietly_and_a_later_listener_hears_them(
+    app: tether.App, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Below DEBUG a done job makes no line: the completer only lets the JobLog forget its
+    # claim (Events.done_quietly). The claims must not pile up, and a listener that comes
+    # while the worker runs must get the "completed" events from then on.
+    caplog.set_level(logging.INFO, logger="tether.jobs")
+    job_log = app.runtime.events._log
+    heard: list[int] = []
+    ok = app.runtime.registry.tasks["t.ok"]
+    with running(app, concurrency=2):
+        first = ok.enqueue_many([((i,), {}) for i in range(30)])
+        wait_until(lambda: all(app.get_job(i).status == "done" for i in first),
+                   what="the first jobs done")
+        wait_until(lambda: not job_log._claims, what="their claims forgotten")
+        app.runtime.events.on("completed", lambda e: heard.append(e.job_id or 0))
+        later = ok.enqueue_many([((i,), {}) for i in range(10)])
+        wait_until(lambda: sorted(heard) == sorted(later), what="the later jobs heard")
+    assert not job_log._claims
+    assert not [r for r in caplog.records if r.name == "tether.jobs"]
+
+
 def test_json_lines_carry_the_job_fields(app: tether.App) -> None:
     out = io.StringIO()
     logs.configure("DEBUG", "json", stream=out)

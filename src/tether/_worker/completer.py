@@ -255,10 +255,15 @@ class Completer(Loop):
                              worker=self.owner, detail={"rejected": p.outcome.kind,
                                                         "task": ctx.job.task,
                                                         "queue": ctx.job.queue})
-        emit, owner = self.events.emit_job, self.owner
+        events = self.events
+        emit, owner = events.emit_job, self.owner
+        quiet = events.done_quietly()
         for p in out.applied:
             entry = p.entry
             job = entry.ctx.job
+            if quiet and p.event == "completed":
+                events.note_done(job.id, job.attempt)
+                continue
             o = p.outcome
             detail: dict[str, object] = {
                 "task": job.task, "queue": job.queue, "kind": o.kind,
