@@ -653,6 +653,8 @@ end
 -- fields) and one HSET of what the claim changes, attempt + 1 included (read just above, in
 -- the same atomic script, so it is HINCRBY's value). Returns the status it found (false: the
 -- hash is gone); the caller moves the indexes (claim.lua in bulk, claim_flow.lua per job).
+-- cancel_requested goes as the text '0': redis.call would format the number 0 with %.17g on
+-- every claim (issue #23); the stored text is the same.
 local function grant(out, id, owner, lease_s, now_s, nonce)
   local k = jk(id)
   local v = redis.call('HMGET', k, unpack(CLAIM_READ))
@@ -660,7 +662,7 @@ local function grant(out, id, owner, lease_s, now_s, nonce)
   local attempt = string.format('%d', tonumber(v[CLAIM_ATTEMPT]) + 1)
   v[CLAIM_ATTEMPT] = attempt
   redis.call('HSET', k, 'status', 'running', 'attempt', attempt, 'locked_by', owner,
-    'lease_until', lease_s, 'started_at', now_s, 'cancel_requested', 0,
+    'lease_until', lease_s, 'started_at', now_s, 'cancel_requested', '0',
     'lease_token', nonce .. ':' .. id, 'lease_owner', owner)
   claim_row(out, v, lease_s, now_s, '0')
   return 'pending'

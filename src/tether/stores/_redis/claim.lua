@@ -21,18 +21,26 @@ local nonce, rec_ttl = ARGV[6], ARGV[7]
 local replayed = claimed_before(nonce, owner)
 if replayed then return replayed end
 room()  -- at the memory limit, fail here before the first write (_lib.lua)
+-- A candidate: {priority, run_at, id (numbers, the sort keys), queue, level key, member}.
+-- The level key (queue \n prio) and the priority's number are made once per level, not per
+-- job, and the member is kept as read (the padded id: no pad() again). Issue #23.
 local cands = {}
+local levels = {}  -- level key -> {queue, prio}
 for i = 8, #ARGV do
   local q = ARGV[i]
   local got = 0
-  local levels = redis.call('ZRANGE', P .. ':prios:' .. q, 0, -1)
-  for _, prio in ipairs(levels) do
+  local prios = redis.call('ZRANGE', P .. ':prios:' .. q, 0, -1)
+  for _, prio in ipairs(prios) do
     if got >= limit then break end
     local due = redis.call('ZRANGEBYSCORE', P .. ':pending:' .. q .. ':' .. prio, '-inf', now_s,
-      'WITHSCORES', 'LIMIT', 0, limit - got)
-    for j = 1, #due, 2 do
-      cands[#cands + 1] = {tonumber(prio), tonumber(due[j + 1]), tonumber(due[j]), q, prio}
-      got = got + 1
+      'WITHSCORES', 'LIMIT', '0', string.format('%d', limit - got))
+    if #due > 0 then
+      local p, lk = tonumber(prio), q .. '\n' .. prio
+      levels[lk] = {q, prio}
+      for j = 1, #due, 2 do
+        cands[#cands + 1] = {p, tonumber(due[j + 1]), tonumber(due[j]), q, lk, due[j]}
+        got = got + 1
+      end
     end
   end
 end
@@ -41,19 +49,17 @@ table.sort(cands, function(a, b)
   if a[2] ~= b[2] then return a[2] < b[2] end
   return a[3] < b[3]
 end)
-local lease_until = now + ttl
-local lease_s = fmt(lease_until)
+-- lease_s is the text of every score and field of the lease: redis.call would format the
+-- number lease_until with the same %.17g once per job (issue #23), so the pairs carry lease_s.
+local lease_s = fmt(now + ttl)
 local out, ids, missing = {}, {}, 0
 local unpend = {}  -- level key (queue \n prio) -> padded members leaving that pending zset
-local levels = {}  -- level key -> {queue, prio}
 local idx_out, idx_in, running = {}, {}, {}  -- queue -> ids; queue -> (id, id) pairs; pairs
 for n = 1, math.min(limit, #cands) do
   local c = cands[n]
   local id = string.format('%d', c[3])
   local q = c[4]
-  local lk = q .. '\n' .. c[5]
-  levels[lk] = {q, c[5]}
-  push(unpend, lk, pad(id))
+  push(unpend, c[5], c[6])
   -- A pending entry whose hash is gone (evicted, deleted by hand) or no longer pending is a
   -- stray: writing it would make a half job of it that no reader decodes and the reaper
   -- chokes on, wedging every claim and sweep. Its pending entry goes (above) and, for a
@@ -62,9 +68,9 @@ for n = 1, math.min(limit, #cands) do
   if st == 'pending' then
     push(idx_out, q, id)
     push(idx_in, q, id, id)
-    running[#running + 1] = lease_until
-    running[#running + 1] = id
-    ids[#ids + 1] = c[3]
+    local r = #running
+    running[r + 1], running[r + 2] = lease_s, id
+    ids[#ids + 1] = id  -- already join_ids' '%d' text
   elseif not st then
     push(idx_out, q, id)
     missing = missing + 1
@@ -84,5 +90,5 @@ if missing > 0 then redis.call('HINCRBY', P .. ':incidents', 'missing_jobs', mis
 -- Only a claim that granted something is recorded: a replay of an empty claim may claim
 -- afresh (the contract; nothing was orphaned). Idle workers claim empty on every wake-up and
 -- poll, and each record was a key with a TTL (>= 60 s) that nobody would ever read.
-if #ids > 0 then req_put('claim', nonce, join_ids(ids), rec_ttl) end
+if #ids > 0 then req_put('claim', nonce, table.concat(ids, ','), rec_ttl) end
 return out

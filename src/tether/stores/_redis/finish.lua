@@ -46,28 +46,54 @@ local DEFAULT_REASON = {error = 'error', dead = 'error', released = 'released',
 -- the gathered index moves: ids leaving P:running; P:idx:<q>:running -> ids leaving it;
 -- P:idx:<q>:<status> -> (id, id) pairs entering it; P:finished:<status> -> (now, id) pairs
 local off_running, idx_out, idx_in, fin = {}, {}, {}, {}
+-- Server time (issue #23): the index keys are made once per (queue, status), not per job
+-- (IDX_KEYS[q][status], 'running' included), and every value goes to redis.call as text:
+-- redis.call formats each Lua number with %.17g, so a finished_at score goes as now_s (the
+-- text now was read from, the same double) and counters as their '%d' text.
+local IDX_KEYS = {}
+local function idx_key(q, status)
+  local byq = IDX_KEYS[q]
+  if not byq then
+    byq = {}
+    IDX_KEYS[q] = byq
+  end
+  local key = byq[status]
+  if not key then
+    key = P .. ':idx:' .. q .. ':' .. status
+    byq[status] = key
+  end
+  return key
+end
+local FIN = {}  -- status -> P:finished:<status>
 
 -- Job `id` of queue q leaves running for status `new` (unlock and move_idx, gathered). The
 -- lease fields go in the caller's one HDEL; the token and its owner stay (applied, _lib.lua).
 local function leave(id, q, new)
   off_running[#off_running + 1] = id
-  push(idx_out, P .. ':idx:' .. q .. ':running', id)
-  push(idx_in, P .. ':idx:' .. q .. ':' .. new, id, id)
+  push(idx_out, idx_key(q, 'running'), id)
+  push(idx_in, idx_key(q, new), id, id)
 end
 
 -- terminate() of _lib.lua with the index moves gathered and the hash fields added to `sets`.
 local function ends(id, q, new, ukey, kids, sets)
   ENDED[#ENDED + 1] = id
   leave(id, q, new)
-  push(fin, P .. ':finished:' .. new, now, id)
-  add(sets, 'status', new, 'finished_at', now_s)
+  local fk = FIN[new]
+  if not fk then
+    fk = P .. ':finished:' .. new
+    FIN[new] = fk
+  end
+  push(fin, fk, now_s, id)
+  local n = #sets
+  sets[n + 1], sets[n + 2], sets[n + 3], sets[n + 4] = 'status', new, 'finished_at', now_s
   release_unique(id, ukey)
   if kids then LINKED[#LINKED + 1] = {id, new} end
 end
 
 -- Back to pending, due at run_at (a number).
 local function back(id, q, prio, run_at, sets)
-  add(sets, 'status', 'pending')
+  local n = #sets
+  sets[n + 1], sets[n + 2] = 'status', 'pending'
   leave(id, q, 'pending')
   add_pending(id, q, prio, run_at)
   woken[q] = true
@@ -75,7 +101,9 @@ end
 
 for n, o in ipairs(cjson.decode(ARGV[3])) do
   local id, attempt, owner, token, kind = o[1], o[2], o[3], o[4], o[5]
-  local digest = redis.sha1hex(table.concat({kind, o[6], o[7], o[8], o[9], o[10], o[11]}, '\n'))
+  -- one concatenation, no table per outcome: the same bytes as table.concat(..., '\n')
+  local digest = redis.sha1hex(kind .. '\n' .. o[6] .. '\n' .. o[7] .. '\n' .. o[8] .. '\n'
+    .. o[9] .. '\n' .. o[10] .. '\n' .. o[11])
   local v = fenced(id, attempt, owner, token)
   if not v then
     if not applied(id, attempt, owner, token, digest) then rejected[#rejected + 1] = n end
@@ -98,7 +126,7 @@ for n, o in ipairs(cjson.decode(ARGV[3])) do
     end
     local delay = tonumber(o[11])
     if kind == 'done' then
-      if o[6] == '1' then add(sets, 'result', o[7]) end
+      if o[6] == '1' then sets[3], sets[4] = 'result', o[7] end  -- sets: {'lease_outcome', digest}
       ends(id, q, 'done', ukey, kids, sets)
     elseif kind == 'cancelled' then
       ends(id, q, 'cancelled', ukey, kids, sets)
@@ -127,7 +155,7 @@ for n, o in ipairs(cjson.decode(ARGV[3])) do
       end
     elseif kind == 'stalled' then
       local stalls = tonumber(v[7]) + 1
-      add(sets, 'stall_count', stalls)
+      add(sets, 'stall_count', string.format('%d', stalls))
       if cancel then
         ends(id, q, 'cancelled', ukey, kids, sets)
       elseif stalls < tonumber(v[9]) and tonumber(v[6]) + stalls < tonumber(v[8]) then
@@ -138,7 +166,7 @@ for n, o in ipairs(cjson.decode(ARGV[3])) do
       end
     else
       local failures = tonumber(v[6]) + 1
-      add(sets, 'failures', failures)
+      add(sets, 'failures', string.format('%d', failures))
       if kind == 'error' and cancel then
         ends(id, q, 'cancelled', ukey, kids, sets)
       elseif kind == 'error' and failures + tonumber(v[7]) < tonumber(v[8]) then
