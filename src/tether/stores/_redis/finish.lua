@@ -44,7 +44,8 @@ local rejected, woken = {}, {}
 local DEFAULT_REASON = {error = 'error', dead = 'error', released = 'released',
   cancelled = 'cancelled', stalled = 'stalled'}
 -- the gathered index moves: ids leaving P:running; P:idx:<q>:running -> ids leaving it;
--- P:idx:<q>:<status> -> (id, id) pairs entering it; P:finished:<status> -> (now, id) pairs
+-- P:idx:<q>:<status> -> (id, id) pairs entering it; status -> (now, id) pairs entering
+-- P:finished:<status> (keyed by status: its key is made once, at the flush)
 local off_running, idx_out, idx_in, fin = {}, {}, {}, {}
 -- Server time (issue #23): the index keys are made once per (queue, status), not per job
 -- (IDX_KEYS[q][status], 'running' included), and every value goes to redis.call as text:
@@ -64,7 +65,6 @@ local function idx_key(q, status)
   end
   return key
 end
-local FIN = {}  -- status -> P:finished:<status>
 
 -- Job `id` of queue q leaves running for status `new` (unlock and move_idx, gathered). The
 -- lease fields go in the caller's one HDEL; the token and its owner stay (applied, _lib.lua).
@@ -78,12 +78,7 @@ end
 local function ends(id, q, new, ukey, kids, sets)
   ENDED[#ENDED + 1] = id
   leave(id, q, new)
-  local fk = FIN[new]
-  if not fk then
-    fk = P .. ':finished:' .. new
-    FIN[new] = fk
-  end
-  push(fin, fk, now_s, id)
+  push(fin, new, now_s, id)
   local n = #sets
   sets[n + 1], sets[n + 2], sets[n + 3], sets[n + 4] = 'status', new, 'finished_at', now_s
   release_unique(id, ukey)
@@ -126,7 +121,7 @@ for n, o in ipairs(cjson.decode(ARGV[3])) do
     end
     local delay = tonumber(o[11])
     if kind == 'done' then
-      if o[6] == '1' then sets[3], sets[4] = 'result', o[7] end  -- sets: {'lease_outcome', digest}
+      if o[6] == '1' then add(sets, 'result', o[7]) end
       ends(id, q, 'done', ukey, kids, sets)
     elseif kind == 'cancelled' then
       ends(id, q, 'cancelled', ukey, kids, sets)
@@ -187,7 +182,7 @@ end
 if #off_running > 0 then bulk('ZREM', P .. ':running', off_running) end
 for key, ids in pairs(idx_out) do bulk('ZREM', key, ids) end
 for key, pairs_ in pairs(idx_in) do bulk('ZADD', key, pairs_) end
-for key, pairs_ in pairs(fin) do bulk('ZADD', key, pairs_) end
+for status, pairs_ in pairs(fin) do bulk('ZADD', P .. ':finished:' .. status, pairs_) end
 -- the children of the jobs that ended here move in this same script (invariant 6)
 resolve_links(now, now_s, woken)
 wake(woken)
